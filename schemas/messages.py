@@ -1,0 +1,132 @@
+"""Contracts: the stored job definition and the Kafka message types, with the one codec that reads and writes them.
+
+Nothing else in tickwheel encodes or decodes these shapes. Field names are camelCase on the wire (the same
+names the HTTP API uses), snake_case in Python.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Literal
+
+import msgspec
+
+Lane = Literal["urgent", "default", "bulk"]
+LANES: tuple[Lane, ...] = ("urgent", "default", "bulk")
+RunKind = Literal["run", "lease_check"]
+
+
+class Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
+    pass
+
+
+class ScheduleDoc(Base):
+    type: Literal["once", "cron", "interval"]
+    run_at: str | None = None
+    expr: str | None = None
+    tz: str = "UTC"
+    every_s: int | None = None
+    start_at: str | None = None
+    end_at: str | None = None
+    max_runs: int | None = None
+    dst_gap: Literal["run_after_gap", "skip"] = "run_after_gap"
+    dst_repeat: Literal["first", "second", "both"] = "first"
+    catch_up: Literal["latest", "all", "none"] = "latest"
+    catch_up_max_count: int = 10
+    catch_up_max_age_s: int = 86_400
+    overlap: Literal["allow", "skip"] = "allow"
+
+
+class HttpTarget(Base, tag="http", tag_field="type"):
+    url: str
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
+    headers: dict[str, str] = {}
+    timeout_s: float = 30.0
+    success_codes: list[int] | None = None
+
+
+class KafkaTarget(Base, tag="kafka", tag_field="type"):
+    topic: str
+    key: str | None = None
+
+
+Target = HttpTarget | KafkaTarget
+
+
+class RetryDoc(Base):
+    max_attempts: int = 5
+    base_delay_s: float = 1.0
+    max_delay_s: float = 300.0
+    max_age_s: float | None = 86_400.0
+    jitter: float = 0.2
+
+
+class JobDefinition(Base):
+    """What a tenant asked for; stored as one document in `jobs.definition`."""
+
+    schedule: ScheduleDoc
+    target: Target
+    payload: str = ""
+    payload_encoding: Literal["json", "base64", "text"] = "json"
+    retry_policy: RetryDoc = RetryDoc()
+    delay_tolerance_s: int = 0
+    priority: Lane = "default"
+    labels: dict[str, str] = {}
+    alert_url: str | None = None
+    name: str | None = None
+
+
+class DueRun(Base):
+    """A run row that is due: announced on the near-term topic and fired onto a lane topic."""
+
+    run_id: uuid.UUID
+    job_id: uuid.UUID
+    tenant_id: str
+    shard: int
+    attempt: int
+    kind: RunKind
+    lane: Lane
+    job_version: int
+    scheduled_at_ms: int
+    fire_at_ms: int
+    tolerance_ms: int = 0
+    fired_at_ms: int = 0
+
+
+class OwnerAlert(Base):
+    """Sent (signed) to a job owner's alert target when one of their runs is dead-lettered."""
+
+    type: Literal["run.dead"]
+    run_id: uuid.UUID
+    job_id: uuid.UUID
+    tenant_id: str
+    attempts: int
+    last_error: str
+    dead_at: str
+
+
+_json_encoder = msgspec.json.Encoder()
+
+
+def encode(message: msgspec.Struct) -> bytes:
+    """Serialize any contract type to JSON bytes."""
+    return _json_encoder.encode(message)
+
+
+def decode_definition(data: bytes | str) -> JobDefinition:
+    return msgspec.json.decode(data, type=JobDefinition)
+
+
+def decode_due_run(data: bytes | str) -> DueRun:
+    return msgspec.json.decode(data, type=DueRun)
+
+
+def decode_alert(data: bytes | str) -> OwnerAlert:
+    return msgspec.json.decode(data, type=OwnerAlert)
+
+
+def topic_names(prefix: str) -> dict[str, str]:
+    """The platform's Kafka topics under a prefix (a test namespace, or '' in production)."""
+    names = {lane: f"{prefix}tickwheel.runs.{lane}" for lane in LANES}
+    names["near"] = f"{prefix}tickwheel.near"
+    return names

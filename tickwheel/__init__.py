@@ -1,0 +1,1 @@
+"""tickwheel: what the processes share — pure core, adapters, settings, errors, metrics, CLI."""

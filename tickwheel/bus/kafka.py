@@ -1,0 +1,209 @@
+"""The Kafka adapter: confluent-kafka producer (acks=all, idempotent), consumer and admin, bridged to asyncio.
+
+The C client runs its own threads. The producer's delivery callbacks are served by one poll thread and resolve
+asyncio futures; consumer calls run in a single-thread executor per consumer (a consumer is not thread-safe).
+This module is the only place confluent-kafka is touched.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tickwheel.errors import Unavailable
+from tickwheel.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+OFFSET_BEGINNING = -2
+OFFSET_END = -1
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes
+    headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int
+
+
+class KafkaProducer:
+    """An idempotent producer (acks=all); `send` returns once the broker acknowledged the message."""
+
+    def __init__(self, settings: KafkaSettings, *, linger_ms: int = 2, extra: dict[str, Any] | None = None):
+        config = {
+            "bootstrap.servers": settings.bootstrap,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": linger_ms,
+            "message.timeout.ms": int(settings.request_timeout_s * 1000),
+            "socket.connection.setup.timeout.ms": 5000,
+        }
+        self._producer = Producer({**config, **(extra or {})})
+        self._timeout_s = settings.request_timeout_s
+        self._closing = threading.Event()
+        self._poller = threading.Thread(target=self._poll_loop, name="kafka-producer-poll", daemon=True)
+        self._poller.start()
+
+    def _poll_loop(self) -> None:
+        while not self._closing.is_set():
+            self._producer.poll(0.05)
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, bytes]] = (),
+    ) -> tuple[int, int]:
+        """Produce one message and wait for its acknowledgement; returns (partition, offset)."""
+        loop = asyncio.get_running_loop()
+        acked: asyncio.Future[tuple[int, int]] = loop.create_future()
+
+        def on_delivery(err: KafkaError | None, msg: Message) -> None:
+            loop.call_soon_threadsafe(_settle, acked, err, msg)
+
+        kwargs: dict[str, Any] = {"key": key, "headers": list(headers), "on_delivery": on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        try:
+            self._producer.produce(topic, value, **kwargs)
+        except BufferError as exc:
+            raise Unavailable("Kafka producer queue is full") from exc
+        except KafkaException as exc:
+            raise Unavailable(f"Kafka refused the message: {exc}") from exc
+        return await acked
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._producer.flush, self._timeout_s)
+        self._closing.set()
+        await asyncio.to_thread(self._poller.join)
+
+
+def _settle(acked: asyncio.Future[tuple[int, int]], err: KafkaError | None, msg: Message) -> None:
+    if acked.done():
+        return
+    if err is not None:
+        acked.set_exception(Unavailable(f"Kafka did not acknowledge: {err.str()}"))
+    else:
+        acked.set_result((msg.partition(), msg.offset()))
+
+
+class KafkaConsumer:
+    """A consumer used either with a group (subscribe) or by manual assignment (assign, positioned)."""
+
+    def __init__(
+        self, settings: KafkaSettings, *, group_id: str | None = None, extra: dict[str, Any] | None = None
+    ):
+        config = {
+            "bootstrap.servers": settings.bootstrap,
+            "group.id": group_id or "tickwheel-unassigned",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "enable.partition.eof": False,
+        }
+        self._consumer = Consumer({**config, **(extra or {})})
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-consumer")
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
+
+    async def subscribe(self, topics: Sequence[str]) -> None:
+        await self._run(self._consumer.subscribe, list(topics))
+
+    async def assign(self, assignments: Iterable[tuple[str, int, int]]) -> None:
+        """Assign (topic, partition, offset) manually; offset may be OFFSET_BEGINNING or OFFSET_END."""
+        await self._run(self._consumer.assign, [TopicPartition(t, p, o) for t, p, o in assignments])
+
+    async def end_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
+        """The next offset to be written in each partition (the high watermark)."""
+
+        def read() -> dict[int, int]:
+            return {
+                p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
+                for p in partitions
+            }
+
+        try:
+            return await self._run(read)
+        except KafkaException as exc:
+            raise Unavailable(f"Kafka did not report offsets: {exc}") from exc
+
+    async def poll(self, max_records: int = 500, timeout_s: float = 0.5) -> list[Record]:
+        messages = await self._run(self._consumer.consume, max_records, timeout_s)
+        records = []
+        for msg in messages:
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    log.warning("kafka consume error: %s", msg.error())
+                continue
+            records.append(_record(msg))
+        return records
+
+    async def commit(self, offsets: Iterable[tuple[str, int, int]]) -> None:
+        """Commit (topic, partition, next offset to read) synchronously."""
+        partitions = [TopicPartition(t, p, o) for t, p, o in offsets]
+        if partitions:
+            await self._run(lambda: self._consumer.commit(offsets=partitions, asynchronous=False))
+
+    async def close(self) -> None:
+        await self._run(self._consumer.close)
+        self._thread.shutdown(wait=True)
+
+
+def _record(msg: Message) -> Record:
+    return Record(
+        topic=msg.topic(),
+        partition=msg.partition(),
+        offset=msg.offset(),
+        key=msg.key(),
+        value=msg.value() or b"",
+        headers=tuple(msg.headers() or ()),
+        timestamp_ms=msg.timestamp()[1],
+    )
+
+
+async def ensure_topics(settings: KafkaSettings, partitions: dict[str, int]) -> list[str]:
+    """Create missing topics with the given partition counts; returns the names created now."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    try:
+        metadata = await asyncio.to_thread(admin.list_topics, timeout=settings.request_timeout_s)
+    except KafkaException as exc:
+        raise Unavailable(f"Kafka at {settings.bootstrap} is unavailable: {exc}") from exc
+    missing = [name for name in partitions if name not in metadata.topics]
+    if not missing:
+        return []
+    new = [
+        NewTopic(n, num_partitions=partitions[n], replication_factor=settings.replication_factor)
+        for n in missing
+    ]
+    futures = admin.create_topics(new, operation_timeout=settings.request_timeout_s)
+    for name, future in futures.items():
+        try:
+            await asyncio.wrap_future(future)
+        except KafkaException as exc:
+            if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+                raise Unavailable(f"could not create topic {name}: {exc}") from exc
+    return missing
+
+
+async def partitions_of(settings: KafkaSettings, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    try:
+        metadata = await asyncio.to_thread(admin.list_topics, topic, timeout=settings.request_timeout_s)
+    except KafkaException as exc:
+        raise Unavailable(f"Kafka at {settings.bootstrap} is unavailable: {exc}") from exc
+    return len(metadata.topics[topic].partitions)

@@ -1,0 +1,38 @@
+"""The Redis adapter (redis.asyncio): a client with a key prefix, mapping connection failures to Unavailable."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from tickwheel.errors import Unavailable
+from tickwheel.settings import RedisSettings
+
+REDIS_DOWN = (RedisConnectionError, RedisTimeoutError, OSError)
+
+
+class RedisClient:
+    """redis.asyncio with every key under `prefix` (a per-test namespace, or the platform's own)."""
+
+    def __init__(self, settings: RedisSettings, *, prefix: str | None = None):
+        self.redis = aioredis.from_url(settings.url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        self.prefix = settings.key_prefix if prefix is None else prefix
+
+    def key(self, *parts: str) -> str:
+        return self.prefix + ":".join(parts)
+
+    async def ping(self) -> bool:
+        try:
+            return bool(await self.redis.ping())
+        except REDIS_DOWN as exc:
+            raise Unavailable(f"Redis is unavailable: {exc}") from exc
+
+    async def script(self, source: str) -> Any:
+        """Register a Lua script; the returned object is awaited with keys and args."""
+        return self.redis.register_script(source)
+
+    async def close(self) -> None:
+        await self.redis.aclose()

@@ -1,0 +1,211 @@
+"""One settings tree, read once at start-up from the environment.
+
+Every key is `TICKWHEEL_<SECTION>_<FIELD>` (upper case), except the four server endpoints, which are
+`TICKWHEEL_CASSANDRA`, `TICKWHEEL_KAFKA`, `TICKWHEEL_ZOOKEEPER` and `TICKWHEEL_REDIS`. Values missing from the
+environment are taken from `.stack/env` (written by `tickwheel stack up`), then from the defaults below. An
+unknown `TICKWHEEL_` key is an error: a typo must not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tickwheel.errors import SettingsError
+
+PREFIX = "TICKWHEEL_"
+ENDPOINT_KEYS = {
+    "TICKWHEEL_CASSANDRA": ("cassandra", "hosts"),
+    "TICKWHEEL_KAFKA": ("kafka", "bootstrap"),
+    "TICKWHEEL_ZOOKEEPER": ("zookeeper", "hosts"),
+    "TICKWHEEL_REDIS": ("redis", "url"),
+}
+# Keys read by other tools (the stack launcher, the CLI) rather than by this tree.
+PASS_THROUGH_KEYS = frozenset({"TICKWHEEL_STACK_DIR", "TICKWHEEL_ENV_FILE"})
+
+
+@dataclass(frozen=True, slots=True)
+class CassandraSettings:
+    hosts: tuple[str, ...] = ("127.0.0.1:19042",)
+    keyspace: str = "tickwheel"
+    replication: str = "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+    consistency: str = "QUORUM"
+    local_dc: str = "datacenter1"
+    request_timeout_s: float = 10.0
+    connect_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class KafkaSettings:
+    bootstrap: str = "127.0.0.1:19092"
+    topic_prefix: str = ""
+    lane_partitions: int = 12
+    near_partitions: int = 16
+    replication_factor: int = 1
+    request_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ZooKeeperSettings:
+    hosts: str = "127.0.0.1:21810"
+    chroot: str = "/tickwheel"
+    session_timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class RedisSettings:
+    url: str = "redis://127.0.0.1:16379/0"
+    key_prefix: str = "tw:"
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    max_payload_bytes: int = 256 * 1024
+    max_jobs_per_tenant: int = 100_000
+    requests_per_s: int = 200
+    min_interval_s: int = 60
+    idempotency_ttl_s: int = 86_400
+    page_size_max: int = 500
+
+
+@dataclass(frozen=True, slots=True)
+class DispatcherSettings:
+    host: str = "127.0.0.1"
+    port: int = 8081
+    preload_horizon_s: int = 120
+    scan_interval_s: float = 5.0
+    rescan_interval_s: float = 30.0
+    checkpoint_interval_s: float = 2.0
+    resume_grace_s: int = 120
+    capacity_per_s: int = 20_000
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8082
+    concurrency_urgent: int = 64
+    concurrency_default: int = 256
+    concurrency_bulk: int = 128
+    lease_s: int = 60
+    egress_allow: tuple[str, ...] = ()
+    tenant_concurrency: int = 200
+    target_concurrency: int = 100
+    target_rate_per_s: float = 100.0
+    response_excerpt_bytes: int = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class CoordinatorSettings:
+    host: str = "127.0.0.1"
+    port: int = 8083
+    forecast_minutes: int = 10
+    sweep_interval_s: float = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    cassandra: CassandraSettings = field(default_factory=CassandraSettings)
+    kafka: KafkaSettings = field(default_factory=KafkaSettings)
+    zookeeper: ZooKeeperSettings = field(default_factory=ZooKeeperSettings)
+    redis: RedisSettings = field(default_factory=RedisSettings)
+    api: ApiSettings = field(default_factory=ApiSettings)
+    dispatcher: DispatcherSettings = field(default_factory=DispatcherSettings)
+    worker: WorkerSettings = field(default_factory=WorkerSettings)
+    coordinator: CoordinatorSettings = field(default_factory=CoordinatorSettings)
+    shards: int = 1024
+    log_level: str = "INFO"
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, env_file: Path | None = None) -> Settings:
+        """Build the tree from `environ` (default: the process environment) over `env_file` values."""
+        environ = os.environ if environ is None else environ
+        env_file = env_file or Path(environ.get("TICKWHEEL_ENV_FILE", ".stack/env"))
+        values = {**read_env_file(env_file), **{k: v for k, v in environ.items() if k.startswith(PREFIX)}}
+        return build(values)
+
+
+def read_env_file(path: Path) -> dict[str, str]:
+    """Parse `KEY=VALUE` lines (the format `tickwheel stack up` writes); a missing file is empty."""
+    if not path.is_file():
+        return {}
+    pairs = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, _, value = line.partition("=")
+            pairs[key.strip()] = value.strip().strip("'\"")
+    return pairs
+
+
+def build(values: Mapping[str, str]) -> Settings:
+    """Apply `TICKWHEEL_*` values to the defaults; unknown keys and unparsable values raise SettingsError."""
+    sections: dict[str, dict[str, Any]] = {}
+    top: dict[str, Any] = {}
+    known = _known_keys()
+    for key, raw in values.items():
+        if key in PASS_THROUGH_KEYS:
+            continue
+        if key not in known:
+            raise SettingsError(f"unknown setting {key}; known settings: {', '.join(sorted(known))}")
+        section, name, kind = known[key]
+        parsed = _parse(key, raw, kind)
+        if section:
+            sections.setdefault(section, {})[name] = parsed
+        else:
+            top[name] = parsed
+    defaults = Settings()
+    replaced = {
+        name: dataclasses.replace(getattr(defaults, name), **fields) for name, fields in sections.items()
+    }
+    return dataclasses.replace(defaults, **replaced, **top)
+
+
+def _known_keys() -> dict[str, tuple[str, str, Any]]:
+    keys: dict[str, tuple[str, str, Any]] = {}
+    hints = typing.get_type_hints(Settings)
+    for top_field in dataclasses.fields(Settings):
+        kind = hints[top_field.name]
+        if dataclasses.is_dataclass(kind):
+            sub_hints = typing.get_type_hints(kind)
+            for sub in dataclasses.fields(kind):
+                key = f"{PREFIX}{top_field.name}_{sub.name}".upper()
+                keys[key] = (top_field.name, sub.name, sub_hints[sub.name])
+        else:
+            keys[f"{PREFIX}{top_field.name}".upper()] = ("", top_field.name, kind)
+    for key, (section, name) in ENDPOINT_KEYS.items():
+        keys[key] = keys.pop(f"{PREFIX}{section}_{name}".upper())
+    return keys
+
+
+def _parse(key: str, raw: str, kind: Any) -> Any:
+    try:
+        if kind is int:
+            return int(raw)
+        if kind is float:
+            return float(raw)
+        if kind is bool:
+            if raw.lower() not in {"1", "0", "true", "false", "yes", "no"}:
+                raise ValueError(raw)
+            return raw.lower() in {"1", "true", "yes"}
+        if typing.get_origin(kind) is tuple or isinstance(kind, types.GenericAlias):
+            return tuple(part.strip() for part in raw.split(",") if part.strip())
+        return raw
+    except ValueError as exc:
+        raise SettingsError(f"{key}={raw!r} is not a valid {getattr(kind, '__name__', kind)}") from exc
+
+
+def host_port(endpoint: str, default_port: int) -> tuple[str, int]:
+    """Split `host:port` (or a bare host) — the one place endpoint strings are parsed."""
+    host, sep, port = endpoint.rpartition(":")
+    if not sep:
+        return endpoint, default_port
+    return host, int(port)

@@ -1,0 +1,182 @@
+"""The CQL adapter: one driver session, prepared statements, QUORUM by default, driver futures -> asyncio.
+
+This is the only place the Cassandra/Scylla driver is touched. Driver errors that mean "the cluster did not
+answer" become `Unavailable` (retriable, HTTP 503); everything above works with plain rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from cassandra import ConsistencyLevel, OperationTimedOut, RequestExecutionException
+from cassandra.cluster import (
+    EXEC_PROFILE_DEFAULT,
+    Cluster,
+    ExecutionProfile,
+    NoHostAvailable,
+    ResponseFuture,
+    Session,
+)
+from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
+
+from tickwheel.errors import Unavailable
+from tickwheel.settings import CassandraSettings, host_port
+
+log = logging.getLogger(__name__)
+
+Row = dict[str, Any]
+_UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionError, OSError)
+
+
+class CassandraStore:
+    """An open session on one keyspace; `execute`, `page` and `batch` are awaitable."""
+
+    def __init__(self, settings: CassandraSettings, cluster: Cluster, session: Session):
+        self.settings = settings
+        self.keyspace = settings.keyspace
+        self._cluster = cluster
+        self._session = session
+        self._prepared: dict[str, PreparedStatement] = {}
+
+    @classmethod
+    async def connect(cls, settings: CassandraSettings, *, keyspace: bool = True) -> CassandraStore:
+        """Connect (in a thread: the driver's connect blocks) and, if `keyspace`, use the configured one."""
+        hosts = [host_port(h, 9042) for h in settings.hosts]
+        profile = ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=settings.local_dc)),
+            consistency_level=ConsistencyLevel.name_to_value[settings.consistency],
+            serial_consistency_level=ConsistencyLevel.SERIAL,
+            request_timeout=settings.request_timeout_s,
+            row_factory=dict_factory,
+        )
+        cluster = Cluster(
+            contact_points=[h for h, _ in hosts],
+            port=hosts[0][1],
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            connect_timeout=settings.connect_timeout_s,
+            protocol_version=5,
+        )
+        try:
+            session = await asyncio.to_thread(cluster.connect, settings.keyspace if keyspace else None)
+        except _UNAVAILABLE as exc:
+            cluster.shutdown()
+            raise Unavailable(f"Cassandra at {','.join(settings.hosts)} is unavailable: {exc}") from exc
+        return cls(settings, cluster, session)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._cluster.shutdown)
+
+    def prepare(self, cql: str) -> PreparedStatement:
+        """Prepare once per session; later calls return the cached statement (blocks only the first time)."""
+        statement = self._prepared.get(cql)
+        if statement is None:
+            statement = self._session.prepare(cql)
+            self._prepared[cql] = statement
+        return statement
+
+    async def execute(self, cql: str, params: Sequence[Any] = (), *, prepared: bool = True) -> list[Row]:
+        """Run one statement and return all rows of its first page (use `page` for paged reads)."""
+        rows, _ = await self.page(cql, params, page_size=None, prepared=prepared)
+        return rows
+
+    async def page(
+        self,
+        cql: str,
+        params: Sequence[Any] = (),
+        *,
+        page_size: int | None = 100,
+        cursor: str | None = None,
+        prepared: bool = True,
+    ) -> tuple[list[Row], str | None]:
+        """One page of rows and an opaque cursor for the next page (None on the last page)."""
+        statement: Any = self._statement(cql, prepared)
+        if page_size is not None:
+            statement = statement.bind(params) if prepared else statement
+            statement.fetch_size = page_size
+            params = () if prepared else params
+        paging_state = _decode_cursor(cursor)
+        future = self._call(self._session.execute_async, statement, params or None, paging_state=paging_state)
+        result = await _await(future, self.settings.hosts)
+        rows = list(result.current_rows)
+        next_state = result.paging_state if result.has_more_pages else None
+        return rows, _encode_cursor(next_state)
+
+    async def applied(self, cql: str, params: Sequence[Any] = ()) -> tuple[bool, Row]:
+        """Run a conditional (LWT) statement; returns whether it applied and the row Cassandra returned."""
+        rows = await self.execute(cql, params)
+        row = rows[0] if rows else {"[applied]": False}
+        return bool(row.get("[applied]")), row
+
+    async def batch(self, statements: Sequence[tuple[str, Sequence[Any]]], *, logged: bool = True) -> None:
+        """Write several rows as one (logged: all or nothing) batch."""
+        batch = BatchStatement(batch_type=BatchType.LOGGED if logged else BatchType.UNLOGGED)
+        for cql, params in statements:
+            batch.add(self.prepare(cql), params)
+        future = self._call(self._session.execute_async, batch)
+        await _await(future, self.settings.hosts)
+
+    async def execute_raw(self, cql: str) -> None:
+        """Run unprepared DDL (migrations)."""
+        future = self._call(self._session.execute_async, cql, timeout=60.0)
+        await _await(future, self.settings.hosts)
+
+    def _statement(self, cql: str, prepared: bool) -> Any:
+        if prepared:
+            return self.prepare(cql)
+        from cassandra.query import SimpleStatement
+
+        return SimpleStatement(cql)
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> ResponseFuture:
+        try:
+            return fn(*args, **kwargs)
+        except _UNAVAILABLE as exc:
+            raise Unavailable(f"Cassandra is unavailable: {exc}") from exc
+
+
+async def _await(future: ResponseFuture, hosts: Sequence[str]) -> Any:
+    """Bridge a driver ResponseFuture (completed on the driver's thread) to the running event loop."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[Any] = loop.create_future()
+
+    def on_result(_: Any) -> None:
+        loop.call_soon_threadsafe(_resolve, done, future, None)
+
+    def on_error(exc: BaseException) -> None:
+        loop.call_soon_threadsafe(_resolve, done, future, exc)
+
+    future.add_callbacks(on_result, on_error)
+    try:
+        return await done
+    except _UNAVAILABLE as exc:
+        raise Unavailable(f"Cassandra at {','.join(hosts)} did not answer: {exc}") from exc
+
+
+def _resolve(done: asyncio.Future[Any], future: ResponseFuture, exc: BaseException | None) -> None:
+    if done.done():
+        return
+    if exc is not None:
+        done.set_exception(exc)
+        return
+    # The driver exposes the first page through `result()`; it is ready, so this does not block.
+    done.set_result(future.result())
+
+
+def _encode_cursor(paging_state: bytes | None) -> str | None:
+    return base64.urlsafe_b64encode(paging_state).decode() if paging_state else None
+
+
+def _decode_cursor(cursor: str | None) -> bytes | None:
+    if not cursor:
+        return None
+    try:
+        return base64.urlsafe_b64decode(cursor.encode())
+    except ValueError as exc:
+        from tickwheel.errors import InvalidInput
+
+        raise InvalidInput("cursor is not one this API returned", field="cursor") from exc
