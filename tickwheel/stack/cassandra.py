@@ -1,0 +1,203 @@
+"""Apache Cassandra 5.0 (cassandra-all from Maven Central) as one fast dev node on JDK 17."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from tickwheel.stack.process import (
+    ServerSpec,
+    StackError,
+    ensure_maven_jars,
+    host_port,
+    java_bin,
+    port_open,
+    server_dir,
+)
+
+log = logging.getLogger(__name__)
+
+NAME = "cassandra"
+NATIVE_PORT = 19042
+STORAGE_PORT = 17000
+HEAP = "1g"
+
+_YAML = f"""\
+cluster_name: tickwheel-dev
+num_tokens: 1
+initial_token: 0
+partitioner: org.apache.cassandra.dht.Murmur3Partitioner
+endpoint_snitch: SimpleSnitch
+listen_address: 127.0.0.1
+rpc_address: 127.0.0.1
+storage_port: {STORAGE_PORT}
+native_transport_port: {NATIVE_PORT}
+start_native_transport: true
+seed_provider:
+  - class_name: org.apache.cassandra.locator.SimpleSeedProvider
+    parameters:
+      - seeds: "127.0.0.1:{STORAGE_PORT}"
+commitlog_sync: periodic
+commitlog_sync_period: 10000ms
+commitlog_segment_size: 8MiB
+auto_snapshot: false
+snapshot_before_compaction: false
+incremental_backups: false
+hinted_handoff_enabled: false
+dynamic_snitch: false
+cdc_enabled: false
+concurrent_compactors: 1
+compaction_throughput: 0MiB/s
+memtable_allocation_type: heap_buffers
+materialized_views_enabled: false
+sasi_indexes_enabled: false
+user_defined_functions_enabled: false
+storage_compatibility_mode: NONE
+"""
+
+_LOGBACK = """\
+<configuration scan="false">
+  <appender name="STDOUT" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%-5level [%thread] %date{ISO8601} %logger{0} - %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="STDOUT"/></root>
+</configuration>
+"""
+
+# conf/jvm17-server.options of the cassandra-5.0 branch, plus zipkin's extra opens.
+_JPMS = [
+    *("--add-exports", "java.base/jdk.internal.misc=ALL-UNNAMED"),
+    *("--add-exports", "java.management.rmi/com.sun.jmx.remote.internal.rmi=ALL-UNNAMED"),
+    *("--add-exports", "java.rmi/sun.rmi.registry=ALL-UNNAMED"),
+    *("--add-exports", "java.rmi/sun.rmi.server=ALL-UNNAMED"),
+    *("--add-exports", "java.sql/java.sql=ALL-UNNAMED"),
+    *("--add-exports", "java.base/java.lang.ref=ALL-UNNAMED"),
+    *("--add-exports", "jdk.unsupported/sun.misc=ALL-UNNAMED"),
+    *("--add-exports", "jdk.compiler/com.sun.tools.javac.file=ALL-UNNAMED"),
+    *("--add-exports", "jdk.attach/sun.tools.attach=ALL-UNNAMED"),
+    *("--add-exports", "java.base/jdk.internal.ref=ALL-UNNAMED"),
+    *("--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED"),
+    *(
+        arg
+        for pkg in (
+            "java.base/java.lang.module",
+            "java.base/jdk.internal.loader",
+            "java.base/jdk.internal.ref",
+            "java.base/jdk.internal.reflect",
+            "java.base/jdk.internal.math",
+            "java.base/jdk.internal.module",
+            "java.base/jdk.internal.util.jar",
+            "jdk.management/com.sun.management.internal",
+            "java.base/sun.nio.ch",
+            "java.base/java.io",
+            "java.base/java.lang.reflect",
+            "jdk.compiler/com.sun.tools.javac",
+            "java.base/java.lang",
+            "java.base/java.util",
+            "java.base/java.nio",
+            "java.base/java.util.concurrent",
+            "java.base/java.util.concurrent.atomic",
+        )
+        for arg in ("--add-opens", f"{pkg}=ALL-UNNAMED")
+    ),
+]
+
+_JVM = [
+    f"-Xms{HEAP}",
+    f"-Xmx{HEAP}",
+    "-Xss256k",
+    "-XX:+UseG1GC",
+    "-XX:+ParallelRefProcEnabled",
+    "-XX:MaxTenuringThreshold=1",
+    "-XX:G1HeapRegionSize=16m",
+    "-XX:MaxGCPauseMillis=300",
+    "-XX:InitiatingHeapOccupancyPercent=70",
+    "-XX:+ExitOnOutOfMemoryError",
+    "-Djdk.attach.allowAttachSelf=true",
+    "-Djava.net.preferIPv4Stack=true",
+    "-Dio.netty.tryReflectionSetAccessible=true",
+    "-Dio.netty.allocator.useCacheForAllThreads=true",
+    "-Dio.netty.allocator.maxOrder=11",
+]
+
+# Test-speed properties. It is a dev stack: unsafesystem and skip_sync skip fsyncs (data may be lost on a
+# machine crash, never on a process kill, since the OS page cache still holds it).
+_DEV_PROPERTIES = [
+    "-Dcassandra-foreground=yes",
+    "-Dcassandra.skip_wait_for_gossip_to_settle=0",
+    "-Dcassandra.ring_delay_ms=1000",
+    "-Dcassandra.superuser_setup_delay_ms=0",
+    "-Dcassandra.load_ring_state=false",
+    "-Dcassandra.unsafesystem=true",
+    "-Dcassandra.skip_sync=true",
+    "-Dcassandra.test.flush_local_schema_changes=false",
+]
+
+
+def prepare(stack_dir: Path) -> None:
+    ensure_maven_jars(stack_dir, NAME)
+    home = server_dir(stack_dir, NAME)
+    for sub in ("conf", "data", "logs", "triggers", "tmp"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    (home / "conf" / "cassandra.yaml").write_text(_YAML)
+    (home / "conf" / "logback.xml").write_text(_LOGBACK)
+
+
+def command(stack_dir: Path) -> list[str]:
+    lib = stack_dir / "lib" / NAME
+    home = server_dir(stack_dir, NAME).resolve()
+    jamm = sorted(lib.glob("jamm-*.jar"))
+    agent = [f"-javaagent:{jamm[0].resolve()}"] if jamm else []
+    return [
+        java_bin(),
+        "-cp",
+        f"{lib.resolve()}/*",
+        *_JVM,
+        *agent,
+        *_JPMS,
+        *_DEV_PROPERTIES,
+        f"-Djava.io.tmpdir={home / 'tmp'}",
+        f"-Dcassandra.config=file://{home / 'conf' / 'cassandra.yaml'}",
+        f"-Dcassandra.storagedir={home / 'data'}",
+        f"-Dcassandra.logdir={home / 'logs'}",
+        f"-Dcassandra.triggers_dir={home / 'triggers'}",
+        f"-Dlogback.configurationFile={home / 'conf' / 'logback.xml'}",
+        "org.apache.cassandra.service.CassandraDaemon",
+    ]
+
+
+def probe(endpoint: str) -> str:
+    """`SELECT release_version FROM system.local` through the Python driver."""
+    host, port = host_port(endpoint, 9042)
+    if not port_open(host, port):
+        raise StackError(f"nothing listens on {host}:{port}")
+    from cassandra.cluster import Cluster  # deferred: the driver is slow to import
+    from cassandra.policies import DCAwareRoundRobinPolicy
+
+    cluster = Cluster(
+        contact_points=[host],
+        port=port,
+        protocol_version=5,
+        connect_timeout=3,
+        control_connection_timeout=3,
+        load_balancing_policy=DCAwareRoundRobinPolicy(local_dc="datacenter1"),
+    )
+    try:
+        session = cluster.connect()
+        row = session.execute("SELECT release_version FROM system.local", timeout=5).one()
+    except Exception as exc:  # the driver raises NoHostAvailable, OperationTimedOut, ...
+        raise StackError(f"CQL query failed: {exc}") from exc
+    finally:
+        cluster.shutdown()
+    return f"Cassandra {row.release_version}"
+
+
+SPEC = ServerSpec(
+    name=NAME,
+    env_var="TICKWHEEL_CASSANDRA",
+    endpoint=f"127.0.0.1:{NATIVE_PORT}",
+    timeout_s=180.0,
+    prepare=prepare,
+    command=command,
+    probe=probe,
+)
