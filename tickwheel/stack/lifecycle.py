@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +15,12 @@ from tickwheel.stack import cassandra, kafka, redis, zookeeper
 from tickwheel.stack.process import (
     ServerSpec,
     StackError,
+    host_port,
     is_running,
     log_path,
+    port_open,
     read_pid,
+    server_lock,
     spawn,
     tail,
     terminate,
@@ -28,6 +32,7 @@ log = logging.getLogger(__name__)
 SPECS: dict[str, ServerSpec] = {spec.name: spec for spec in (cassandra.SPEC, kafka.SPEC, zookeeper.SPEC, redis.SPEC)}
 LOG_TAIL_LINES = 40
 _POLL_S = 0.5
+_SPAWN_ORDER_WAIT_S = 600.0
 
 Progress = Callable[[str], None]
 
@@ -91,38 +96,83 @@ def _healthy(name: str, endpoint: str) -> str | None:
         return None
 
 
-def start_server(stack_dir: Path, name: str, progress: Progress = log.info) -> str:
+def start_server(
+    stack_dir: Path,
+    name: str,
+    progress: Progress = log.info,
+    *,
+    after: threading.Event | None = None,
+    spawned: threading.Event | None = None,
+) -> str:
     """Start one local server unless it is already running and healthy; wait until it answers.
 
-    Returns the probe's detail. On failure prints the tail of the server's log and raises StackError.
+    `after` / `spawned` order the spawns of parallel starts: this server spawns once `after` is set, and
+    sets `spawned` when it has (or will not). Returns the probe's detail. On failure prints the tail of the
+    server's log and raises StackError.
     """
     spec = _spec(name)
-    pid = read_pid(stack_dir, name)
-    if pid is not None:
-        detail = _healthy(name, spec.endpoint)
-        if detail is not None:
-            progress(f"{name}: reusing pid {pid} at {spec.endpoint} ({detail})")
-            return detail
-        progress(f"{name}: pid {pid} is not answering; restarting it")
-        terminate(stack_dir, name)
-    started = time.monotonic()
-    spec.prepare(stack_dir)
-    pid = spawn(stack_dir, name, spec.command(stack_dir))
-    progress(f"{name}: started pid {pid}, waiting up to {spec.timeout_s:.0f} s")
-    try:
-        detail = wait_ready(name, spec.endpoint, spec.timeout_s, alive=lambda: is_running(pid))
-    except StackError:
-        progress(f"{name}: last {LOG_TAIL_LINES} lines of {log_path(stack_dir, name)}:")
-        progress(tail(log_path(stack_dir, name), LOG_TAIL_LINES))
-        raise
+    with server_lock(stack_dir, name):
+        try:
+            detail = _reuse(stack_dir, spec, progress)
+            if detail is not None:
+                return detail
+            _ensure_port_free(spec)
+            started = time.monotonic()
+            spec.prepare(stack_dir)
+            if after is not None:
+                after.wait(timeout=_SPAWN_ORDER_WAIT_S)
+            pid = spawn(stack_dir, name, spec.command(stack_dir))
+        finally:
+            if spawned is not None:
+                spawned.set()
+        progress(f"{name}: started pid {pid}, waiting up to {spec.timeout_s:.0f} s")
+        detail = _wait_started(stack_dir, spec, pid, progress)
     progress(f"{name}: ready at {spec.endpoint} in {time.monotonic() - started:.1f} s ({detail})")
     return detail
+
+
+def _wait_started(stack_dir: Path, spec: ServerSpec, pid: int, progress: Progress) -> str:
+    try:
+        return wait_ready(spec.name, spec.endpoint, spec.timeout_s, alive=lambda: is_running(pid))
+    except StackError:
+        path = log_path(stack_dir, spec.name)
+        progress(f"{spec.name}: last {LOG_TAIL_LINES} lines of {path}:\n{tail(path, LOG_TAIL_LINES)}")
+        raise
+
+
+def _reuse(stack_dir: Path, spec: ServerSpec, progress: Progress) -> str | None:
+    """The probe's detail when the stack's own server is running and answering; else stop any leftover."""
+    pid = read_pid(stack_dir, spec.name)
+    if pid is None:
+        return None
+    detail = _healthy(spec.name, spec.endpoint)
+    if detail is None:  # still starting (a crashed `up`), or hung: give it its start timeout
+        progress(f"{spec.name}: pid {pid} is not answering yet; waiting up to {spec.timeout_s:.0f} s")
+        try:
+            detail = wait_ready(spec.name, spec.endpoint, spec.timeout_s, alive=lambda: is_running(pid))
+        except StackError as exc:
+            progress(f"{spec.name}: pid {pid} {exc}; restarting it")
+            terminate(stack_dir, spec.name)
+            return None
+    progress(f"{spec.name}: reusing pid {pid} at {spec.endpoint} ({detail})")
+    return detail
+
+
+def _ensure_port_free(spec: ServerSpec) -> None:
+    """Refuse to start over a server the stack did not start (it would answer the probes for ours)."""
+    host, port = host_port(spec.endpoint, 0)
+    if port_open(host, port, timeout_s=0.5):
+        raise StackError(
+            f"{spec.name}: {host}:{port} is already in use by a process the stack did not start; "
+            f"stop it, or set {spec.env_var}={spec.endpoint} to use it as an external endpoint"
+        )
 
 
 def stop_server(stack_dir: Path, name: str) -> bool:
     """Stop one server the stack started (by its pid file); returns whether one was running."""
     _spec(name)
-    return terminate(stack_dir, name)
+    with server_lock(stack_dir, name):
+        return terminate(stack_dir, name)
 
 
 def up(stack_dir: Path, only: set[str] | None = None, progress: Progress = print) -> dict[str, str]:
@@ -139,8 +189,14 @@ def up(stack_dir: Path, only: set[str] | None = None, progress: Progress = print
     for name in set(names) & set(overrides):
         progress(f"{name}: using {overrides[name]} from ${SPECS[name].env_var}; not starting it")
     local = [n for n in names if n not in overrides]
+    turns = [threading.Event() for _ in local]  # spawn in SPECS order: Cassandra first
+    turns.insert(0, threading.Event())
+    turns[0].set()
     with ThreadPoolExecutor(max_workers=len(local) or 1) as pool:
-        futures = {n: pool.submit(start_server, stack_dir, n, progress) for n in local}
+        futures = {
+            n: pool.submit(start_server, stack_dir, n, progress, after=turns[i], spawned=turns[i + 1])
+            for i, n in enumerate(local)
+        }
     failed = {n: f.exception() for n, f in futures.items() if f.exception() is not None}
     result = _write_env(stack_dir, overrides)
     for name, endpoint in result.items():
@@ -165,7 +221,7 @@ def _write_env(stack_dir: Path, overrides: Mapping[str, str]) -> dict[str, str]:
 def down(stack_dir: Path, progress: Progress = print) -> list[str]:
     """Stop every server the stack started (in parallel); .stack/env keeps only external endpoints."""
     with ThreadPoolExecutor(max_workers=len(SPECS)) as pool:
-        stopped = dict(zip(SPECS, pool.map(lambda n: terminate(stack_dir, n), SPECS), strict=True))
+        stopped = dict(zip(SPECS, pool.map(lambda n: stop_server(stack_dir, n), SPECS), strict=True))
     for name, was_running in stopped.items():
         progress(f"{name}: {'stopped' if was_running else 'not running'}")
     if stack_dir.is_dir():

@@ -6,6 +6,7 @@ recycled pid, so `down` never signals a process the stack did not start.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -14,7 +15,8 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,6 +127,19 @@ def spawn(stack_dir: Path, name: str, argv: list[str]) -> int:
     pid_path(stack_dir, name).write_text(f"{proc.pid} {ticks}\n")
     log.info("started %s pid=%d", name, proc.pid)
     return proc.pid
+
+
+@contextmanager
+def server_lock(stack_dir: Path, name: str) -> Iterator[None]:
+    """Hold the server's lock file: concurrent `up`s (two shells, a pytest fixture) start it only once."""
+    workdir = server_dir(stack_dir, name)
+    workdir.mkdir(parents=True, exist_ok=True)
+    with (workdir / f"{name}.lock").open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _reap(pid: int) -> None:
