@@ -46,8 +46,9 @@ class ZooKeeper:
     """A kazoo client under a chroot, awaitable operations, and state listeners called on the event loop."""
 
     def __init__(self, settings: ZooKeeperSettings, *, chroot: str | None = None):
-        root = chroot if chroot is not None else settings.chroot
-        self.client = KazooClient(hosts=f"{settings.hosts}{root}", timeout=settings.session_timeout_s)
+        self.root = chroot if chroot is not None else settings.chroot
+        # Connect without the chroot, create it, then apply it: kazoo refuses to start under a missing chroot.
+        self.client = KazooClient(hosts=settings.hosts, timeout=settings.session_timeout_s)
         self._settings = settings
         self._listeners: list[Callable[[SessionState], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -58,7 +59,9 @@ class ZooKeeper:
         self.client.add_listener(self._on_kazoo_state)
         try:
             await asyncio.to_thread(self.client.start, timeout_s)
-            await asyncio.to_thread(self.client.ensure_path, "/")
+            if self.root not in ("", "/"):
+                await asyncio.to_thread(self.client.ensure_path, self.root)
+                self.client.chroot = self.root
         except (KazooTimeoutError, KazooException) as exc:
             await asyncio.to_thread(self.client.stop)
             raise Unavailable(f"ZooKeeper at {self._settings.hosts} is unavailable: {exc}") from exc

@@ -1,0 +1,94 @@
+"""Shared fixtures. Real-server fixtures are session-scoped: the local stack is started (or reused) once per
+test run, one keyspace and one Kafka topic prefix are made for the run, and each test gets its own tenant,
+ZooKeeper chroot and Redis key prefix. In CI (CI=true) a server that cannot be reached fails the run; it never
+skips."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from tickwheel.settings import Settings
+
+ROOT = Path(__file__).resolve().parent.parent
+STACK_DIR = ROOT / ".stack"
+RUN_ID = uuid.uuid4().hex[:8]
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        path = str(item.path)
+        if "/integration/" in path:
+            item.add_marker(pytest.mark.integration)
+        elif "/e2e/" in path:
+            item.add_marker(pytest.mark.e2e)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    report = yield
+    if report.failed and call.when == "call" and ("integration" in item.keywords or "e2e" in item.keywords):
+        report.sections.append(("server logs (tail)", _server_log_tails()))
+    return report
+
+
+def _server_log_tails(lines: int = 40) -> str:
+    from tickwheel.stack import process
+
+    parts = []
+    for name in ("cassandra", "kafka", "zookeeper", "redis"):
+        log = process.log_path(STACK_DIR, name)
+        if log.exists():
+            parts.append(f"--- {name} ({log}) ---\n{process.tail(log, lines)}")
+    return "\n".join(parts) or "(no server logs under .stack/)"
+
+
+@pytest.fixture(scope="session")
+def stack_settings() -> Settings:
+    """The local stack (started or reused) or the endpoints given in the environment."""
+    from tickwheel import stack
+
+    try:
+        stack.up(STACK_DIR, progress=lambda line: None)
+    except Exception as exc:  # noqa: BLE001 - any failure to get servers is reported the same way
+        message = f"the local stack could not be started: {exc}"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return Settings.from_env(env_file=STACK_DIR / "env")
+
+
+@pytest.fixture(scope="session")
+async def settings(stack_settings: Settings) -> AsyncIterator[Settings]:
+    """Settings for this test run: its own keyspace (migrated) and Kafka topic prefix (topics created)."""
+    from tickwheel.commands import run_migrate
+
+    test_settings = dataclasses.replace(
+        stack_settings,
+        cassandra=dataclasses.replace(stack_settings.cassandra, keyspace=f"tw_test_{RUN_ID}"),
+        kafka=dataclasses.replace(
+            stack_settings.kafka, topic_prefix=f"t{RUN_ID}.", lane_partitions=4, near_partitions=4
+        ),
+    )
+    await run_migrate(test_settings)
+    yield test_settings
+
+
+@pytest.fixture(scope="session")
+async def store(settings: Settings) -> AsyncIterator[object]:
+    from tickwheel.store.cassandra import CassandraStore
+
+    opened = await CassandraStore.connect(settings.cassandra)
+    yield opened
+    await opened.close()
+
+
+@pytest.fixture
+def namespace() -> str:
+    """A fresh name for one test: use it as tenant id, ZooKeeper chroot suffix, Redis key prefix, topic prefix."""
+    return f"t{uuid.uuid4().hex[:12]}"

@@ -1,0 +1,306 @@
+"""The run state machine on Cassandra: create, claim, finish, retry, lease expiry, heartbeat, cancel.
+
+`runs.attempt` is the fencing token. Every transition is a conditional (LWT) write on the `runs` row; the index
+rows (`runs_by_bucket`, `runs_by_job`, `run_attempts`) are written after it and are safe to write twice.
+
+    SCHEDULED --claim--> RUNNING --finish--> SUCCEEDED | DEAD | RETRY --claim--> RUNNING ...
+    SCHEDULED | RETRY --cancel--> CANCELLED          RUNNING --lease expired--> RETRY
+
+A run row in `runs_by_bucket` carries the attempt a claim must find (0 for a first attempt); a `lease_check`
+row carries the attempt that holds the lease.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from tickwheel.store.cassandra import CassandraStore, Row
+
+
+class RunStatus(enum.StrEnum):
+    SCHEDULED = "SCHEDULED"
+    """Written, not yet claimed (attempt 0). May be claimed or cancelled."""
+    RUNNING = "RUNNING"
+    """Claimed by a worker until lease_until; only that attempt may record the outcome."""
+    RETRY = "RETRY"
+    """An attempt failed retriably; a run row at due_at carries the attempt the next claim must find."""
+    SUCCEEDED = "SUCCEEDED"
+    DEAD = "DEAD"
+    CANCELLED = "CANCELLED"
+
+
+RUNNABLE = (RunStatus.SCHEDULED, RunStatus.RETRY)
+FINAL = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
+
+
+class RunKind(enum.StrEnum):
+    RUN = "run"
+    LEASE_CHECK = "lease_check"
+
+
+@dataclass(frozen=True, slots=True)
+class NewRun:
+    """A run about to be written: one occurrence of a job."""
+
+    run_id: uuid.UUID
+    job_id: uuid.UUID
+    tenant_id: str
+    job_version: int
+    shard: int
+    lane: str
+    scheduled_at: datetime
+    fire_at: datetime
+    tolerance_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """Whether a conditional write applied; `current` is the row Cassandra compared against when it did not."""
+
+    applied: bool
+    current: Row
+
+
+def minute_bucket(at: datetime) -> datetime:
+    return at.replace(second=0, microsecond=0)
+
+
+def to_utc(value: datetime | None) -> datetime | None:
+    """The driver returns naive UTC datetimes; make them aware."""
+    if value is None or value.tzinfo is not None:
+        return value
+    return value.replace(tzinfo=UTC)
+
+
+def _ms(at: datetime) -> datetime:
+    # Cassandra timestamps hold milliseconds; truncate so what we compare is what we stored.
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
+
+INSERT_RUN = (
+    "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
+    " redrive_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?) IF NOT EXISTS"
+)
+INSERT_BUCKET = (
+    "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
+    " job_version, scheduled_at, tolerance_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+UPSERT_HISTORY = (
+    "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+
+
+def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -> tuple[str, list[Any]]:
+    """The `runs_by_bucket` insert that makes the dispatcher fire `run` at `fire_at`."""
+    fire_at = _ms(fire_at)
+    return INSERT_BUCKET, [
+        minute_bucket(fire_at),
+        run.shard,
+        fire_at,
+        run.run_id,
+        attempt,
+        kind.value,
+        run.job_id,
+        run.tenant_id,
+        run.lane,
+        run.job_version,
+        _ms(run.scheduled_at),
+        run.tolerance_ms,
+    ]
+
+
+def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
+    return UPSERT_HISTORY, [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
+
+
+async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
+    """Write a run and every row it needs (QUORUM). Returns False when the run already existed.
+
+    Writing the same occurrence twice is harmless: the `runs` row is only inserted if absent, and the bucket row
+    is only (re)written while the run is still SCHEDULED, so a finished run is never revived.
+    """
+    params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
+    params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
+    applied, current = await store.applied(INSERT_RUN, params)
+    if not applied and current.get("status") != RunStatus.SCHEDULED:
+        return False
+    await store.batch(
+        [
+            bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
+            history_row(run, RunStatus.SCHEDULED, 0, now),
+        ]
+    )
+    return applied
+
+
+async def get_run(store: CassandraStore, run_id: uuid.UUID) -> Row | None:
+    rows = await store.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
+    return _aware(rows[0]) if rows else None
+
+
+async def get_attempts(store: CassandraStore, run_id: uuid.UUID) -> list[Row]:
+    rows = await store.execute("SELECT * FROM run_attempts WHERE run_id = ?", [run_id])
+    return [_aware(row) for row in rows]
+
+
+def _aware(row: Row) -> Row:
+    return {k: to_utc(v) if isinstance(v, datetime) else v for k, v in row.items()}
+
+
+def new_run_of(row: Row) -> NewRun:
+    """The identity of an existing `runs` row, to write its index rows again."""
+    return NewRun(
+        run_id=row["run_id"],
+        job_id=row["job_id"],
+        tenant_id=row["tenant_id"],
+        job_version=row["job_version"],
+        shard=row["shard"],
+        lane=row["lane"],
+        scheduled_at=to_utc(row["scheduled_at"]) or row["scheduled_at"],
+        fire_at=to_utc(row["due_at"]) or row["due_at"],
+    )
+
+
+async def claim(
+    store: CassandraStore, run_id: uuid.UUID, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+) -> Transition:
+    """RUNNING at attempt + 1 if the run is runnable at `expected_attempt`; also schedules its lease check."""
+    applied, current = await store.applied(
+        "UPDATE runs SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
+        " WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY') AND attempt = ?",
+        [expected_attempt + 1, _ms(lease_until), worker, now, run_id, expected_attempt],
+    )
+    if applied:
+        row = await get_run(store, run_id)
+        assert row is not None
+        run = new_run_of(row)
+        await store.batch(
+            [
+                bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
+                history_row(run, RunStatus.RUNNING, expected_attempt + 1, now),
+            ],
+            logged=False,
+        )
+        return Transition(True, row)
+    return Transition(False, current)
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """What one attempt produced, for the run row and its history."""
+
+    status: RunStatus
+    response_code: int | None = None
+    error: str | None = None
+    response_excerpt: str | None = None
+    retry_at: datetime | None = None
+
+
+async def finish(
+    store: CassandraStore,
+    run: NewRun,
+    attempt: int,
+    result: AttemptResult,
+    worker: str,
+    started_at: datetime,
+    now: datetime,
+) -> bool:
+    """Record the outcome of `attempt`, only if that attempt still holds the run (a stale worker is refused)."""
+    due_at = _ms(result.retry_at) if result.retry_at else None
+    applied, _ = await store.applied(
+        "UPDATE runs SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?, lease_until = null"
+        " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
+        [result.status.value, now, result.response_code, result.error, due_at, run.run_id, attempt],
+    )
+    if not applied:
+        return False
+    rows = [
+        history_row(run, result.status, attempt, now),
+        (
+            "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
+            " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run.run_id,
+                attempt,
+                worker,
+                started_at,
+                now,
+                result.status.value,
+                result.response_code,
+                result.error,
+                result.response_excerpt,
+            ],
+        ),
+    ]
+    if result.status is RunStatus.RETRY and result.retry_at is not None:
+        rows.append(bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
+    await store.batch(rows)
+    return True
+
+
+async def expire_lease(store: CassandraStore, run: NewRun, attempt: int, retry_at: datetime, now: datetime) -> bool:
+    """A lease check fired: if `attempt` still runs and its lease has passed, the run times out into RETRY."""
+    applied, _ = await store.applied(
+        "UPDATE runs SET status = 'RETRY', due_at = ?, last_error = 'lease expired', lease_until = null"
+        " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until <= ?",
+        [_ms(retry_at), run.run_id, attempt, now],
+    )
+    if applied:
+        await store.batch(
+            [
+                history_row(run, RunStatus.RETRY, attempt, now),
+                (
+                    "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
+                    " VALUES (?, ?, now(), 'lease_expired', ?, 'RETRY', 'lease expired')",
+                    [run.run_id, attempt, now],
+                ),
+                bucket_row(run, fire_at=retry_at, attempt=attempt, kind=RunKind.RUN),
+            ]
+        )
+    return applied
+
+
+async def extend_lease(store: CassandraStore, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
+    """Heartbeat: move lease_until if `attempt` (the fencing token) still holds the run."""
+    applied, current = await store.applied(
+        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
+        [_ms(lease_until), run_id, attempt],
+    )
+    if applied:
+        row = await get_run(store, run_id)
+        assert row is not None
+        kind_row = bucket_row(new_run_of(row), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK)
+        await store.execute(*kind_row)
+        return Transition(True, row)
+    return Transition(False, current)
+
+
+async def defer(store: CassandraStore, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
+    """Put a runnable run back for later without spending an attempt (breaker open, rate or tenant cap)."""
+    await store.batch(
+        [
+            bucket_row(run, fire_at=until, attempt=attempt, kind=RunKind.RUN),
+            (
+                "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
+                " VALUES (?, ?, now(), 'deferred', ?, 'DEFERRED', ?)",
+                [run.run_id, attempt, now, reason],
+            ),
+        ]
+    )
+
+
+async def cancel(store: CassandraStore, run: NewRun, now: datetime) -> bool:
+    """CANCELLED if not started (SCHEDULED or RETRY); a running attempt is left to finish."""
+    applied, _ = await store.applied(
+        "UPDATE runs SET status = 'CANCELLED', finished_at = ? WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY')",
+        [now, run.run_id],
+    )
+    if applied:
+        row = await get_run(store, run.run_id)
+        attempt = int(row["attempt"]) if row else 0
+        await store.execute(*history_row(run, RunStatus.CANCELLED, attempt, now))
+    return applied
