@@ -55,7 +55,7 @@ def stack_settings() -> Settings:
 
     try:
         stack.up(STACK_DIR, progress=lambda line: None)
-    except Exception as exc:  # noqa: BLE001 - any failure to get servers is reported the same way
+    except Exception as exc:  # any failure to get servers is reported the same way
         message = f"the local stack could not be started: {exc}"
         if os.environ.get("CI") == "true":
             pytest.fail(message)

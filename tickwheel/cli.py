@@ -20,6 +20,10 @@ from tickwheel.settings import Settings
 COMMAND_MODULES = (
     "tickwheel.stack",
     "tickwheel.commands",
+    "api.commands",
+    "dispatcher.commands",
+    "worker.commands",
+    "coordinator.commands",
 )
 
 
@@ -27,7 +31,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tickwheel", description="tickwheel: a distributed job scheduler")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name in COMMAND_MODULES:
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name == name:  # a process package that contributes no commands of its own
+                continue
+            raise
         adder = getattr(module, "add_commands", None) or module.add_stack_commands
         adder(subparsers)
     return parser

@@ -25,7 +25,7 @@ async def test_a_row_written_at_quorum_is_read_back(store: CassandraStore, names
 
 
 async def test_paging_returns_every_row_once_through_cursors(store: CassandraStore, namespace: str) -> None:
-    for i in range(7):
+    for _ in range(7):
         await store.execute(
             "INSERT INTO jobs_by_tenant (tenant_id, job_id, state) VALUES (?, ?, 'ACTIVE')", [namespace, uuid.uuid4()]
         )
