@@ -1,0 +1,43 @@
+"""Parsing instants that users write: ISO-8601 with an offset, or with an IANA zone in brackets."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+from tickwheel.core.errors import ScheduleError
+from tickwheel.core.zones import load_zone, resolve
+
+_BRACKETED = re.compile(r"^(?P<stamp>[^\[\]]+)(?:\[(?P<zone>[^\[\]]+)\])?$")
+
+
+def parse_instant(text: str, *, field: str = "schedule.run_at") -> datetime:
+    """Parse `2026-03-08T02:30:00-05:00`, `...Z` or `2026-03-08T02:30:00[America/New_York]` to an aware UTC
+    datetime; a zoned local time in a DST gap means the first instant after it, a repeated one its first."""
+    match = _BRACKETED.match(text.strip())
+    if match is None:
+        raise ScheduleError(field, f"{text!r} is not an ISO-8601 instant")
+    stamp = _fromiso(match["stamp"], field)
+    if match["zone"] is None:
+        if stamp.tzinfo is None:
+            raise ScheduleError(field, f"{text!r} has no offset; add one (Z, +02:00) or a zone such as [Europe/Paris]")
+        return stamp.astimezone(UTC)
+    tz = load_zone(match["zone"], field)
+    if stamp.tzinfo is None:
+        return resolve(stamp, tz).first
+    if stamp.astimezone(tz).utcoffset() != stamp.utcoffset():
+        raise ScheduleError(field, f"{text!r}: the offset does not match zone {match['zone']} at that time")
+    return stamp.astimezone(UTC)
+
+
+def require_aware(at: datetime, field: str) -> None:
+    """Raise ScheduleError naming `field` unless `at` is timezone-aware."""
+    if at.tzinfo is None or at.utcoffset() is None:
+        raise ScheduleError(field, "needs a time zone offset (naive datetimes are ambiguous)")
+
+
+def _fromiso(stamp: str, field: str) -> datetime:
+    try:
+        return datetime.fromisoformat(stamp)
+    except ValueError:
+        raise ScheduleError(field, f"{stamp!r} is not an ISO-8601 date-time") from None
