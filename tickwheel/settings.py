@@ -92,6 +92,8 @@ class DispatcherSettings:
 class WorkerSettings:
     host: str = "127.0.0.1"
     port: int = 8082
+    # Lanes this worker consumes; a deployment may run urgent-only workers with their own minimum replicas.
+    lanes: tuple[str, ...] = ("urgent", "default", "bulk")
     concurrency_urgent: int = 64
     concurrency_default: int = 256
     concurrency_bulk: int = 128
