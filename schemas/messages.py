@@ -26,6 +26,7 @@ class ScheduleDoc(Base):
     expr: str | None = None
     tz: str = "UTC"
     every_s: int | None = None
+    anchor_at: str | None = None  # interval jobs: fires at anchor + k*every_s; set at creation (startAt or now)
     start_at: str | None = None
     end_at: str | None = None
     max_runs: int | None = None

@@ -1,0 +1,87 @@
+"""The one translation from the stored job definition (schemas.messages) to the time core's types.
+
+The API, the dispatcher and the worker all read a job through these functions, so a schedule means the same
+thing everywhere. Instants in the document are ISO-8601 strings; the core works on aware datetimes. Errors
+name the wire field (camelCase), e.g. `schedule.runAt`.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from schemas.messages import JobDefinition, Lane
+from tickwheel.core.errors import ScheduleError
+from tickwheel.core.instants import parse_instant
+from tickwheel.core.policies import CatchUpPolicy, DstGapPolicy, DstRepeatPolicy
+from tickwheel.core.specs import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
+
+
+def schedule_of(definition: JobDefinition) -> Schedule:
+    """The core schedule a stored definition describes (raises ScheduleError naming the wire field)."""
+    doc = definition.schedule
+    if doc.type == "once":
+        return OnceSchedule(run_at=_instant(_required(doc.run_at, "runAt"), "runAt"))
+    start_at = _optional_instant(doc.start_at, "startAt")
+    end_at = _optional_instant(doc.end_at, "endAt")
+    if doc.type == "cron":
+        return CronSchedule(
+            expr=_required(doc.expr, "expr"),
+            tz=doc.tz,
+            dst_gap=DstGapPolicy(doc.dst_gap),
+            dst_repeat=DstRepeatPolicy(doc.dst_repeat),
+            start_at=start_at,
+            end_at=end_at,
+            max_runs=doc.max_runs,
+        )
+    anchor = _optional_instant(doc.anchor_at, "anchorAt") or start_at
+    if anchor is None:
+        raise ScheduleError("schedule.anchorAt", "an interval schedule needs anchorAt or startAt")
+    return IntervalSchedule(
+        every_s=_required(doc.every_s, "everyS"), anchor_at=anchor, start_at=start_at, end_at=end_at,
+        max_runs=doc.max_runs,
+    )  # fmt: skip
+
+
+def catch_up_of(definition: JobDefinition) -> tuple[CatchUpPolicy, int, float | None]:
+    """(policy, max count, max age in seconds) for missed occurrences after an outage or a resume."""
+    doc = definition.schedule
+    return CatchUpPolicy(doc.catch_up), doc.catch_up_max_count, float(doc.catch_up_max_age_s)
+
+
+def retry_policy_of(definition: JobDefinition) -> Any:
+    """The core RetryPolicy of a stored definition."""
+    from tickwheel.core.retry import RetryPolicy  # the retry module lands separately from the schedules
+
+    doc = definition.retry_policy
+    return RetryPolicy(
+        max_attempts=doc.max_attempts,
+        base_delay_s=doc.base_delay_s,
+        max_delay_s=doc.max_delay_s,
+        max_age_s=doc.max_age_s,
+        jitter=doc.jitter,
+    )
+
+
+def lane_of(definition: JobDefinition) -> Lane:
+    """The lane topic a job's runs are fired onto: its priority."""
+    return definition.priority
+
+
+def tolerance_ms_of(definition: JobDefinition) -> int:
+    """How late (ms) a run of this job may start when spreading a peak."""
+    return definition.delay_tolerance_s * 1000
+
+
+def _required(value: Any, name: str) -> Any:
+    if value is None:
+        raise ScheduleError(f"schedule.{name}", f"schedule.{name} is required for this schedule type")
+    return value
+
+
+def _instant(text: str, name: str) -> datetime:
+    return parse_instant(text, field=f"schedule.{name}")
+
+
+def _optional_instant(text: str | None, name: str) -> datetime | None:
+    return None if text is None else _instant(text, name)
