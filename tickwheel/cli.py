@@ -20,6 +20,7 @@ from tickwheel.settings import Settings
 COMMAND_MODULES = (
     "tickwheel.stack",
     "tickwheel.commands",
+    "tickwheel.platform",
     "api.commands",
     "dispatcher.commands",
     "worker.commands",

@@ -1,0 +1,110 @@
+"""`tickwheel up` / `tickwheel down`: the whole platform on this machine.
+
+Brings up the local stack, applies migrations, then starts api, coordinator, dispatcher and worker as
+processes (logs and pid files under .stack/<process>/), and waits until each answers /readyz. The process
+runner is the stack's own (`tickwheel.stack.process`), so `down` stops only what `up` started, by pid.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from tickwheel import stack
+from tickwheel.settings import Settings
+from tickwheel.stack import process
+
+PROCESSES = ("api", "coordinator", "dispatcher", "worker")
+READY_TIMEOUT_S = 60.0
+
+
+def ports(settings: Settings) -> dict[str, int]:
+    return {
+        "api": settings.api.port,
+        "coordinator": settings.coordinator.port,
+        "dispatcher": settings.dispatcher.port,
+        "worker": settings.worker.port,
+    }
+
+
+def up(stack_dir: Path, progress: Any = print) -> Settings:
+    """Stack, migrations, processes; returns the settings the processes run with."""
+    progress("== servers: Cassandra, Kafka, ZooKeeper, Redis (real, local, on 127.0.0.1)")
+    stack.up(stack_dir, progress=progress)
+    env_file = (stack_dir / "env").resolve()
+    os.environ["TICKWHEEL_ENV_FILE"] = str(env_file)  # the processes run with .stack/<name>/ as cwd
+    settings = Settings.from_env(env_file=env_file)
+    progress("== schema: CQL migrations and Kafka topics")
+    from tickwheel.commands import run_migrate
+
+    asyncio.run(run_migrate(settings))
+    progress("== processes: " + ", ".join(PROCESSES))
+    for name, port in ports(settings).items():
+        start_process(stack_dir, name, port, progress)
+    return settings
+
+
+def start_process(stack_dir: Path, name: str, port: int, progress: Any = print) -> int:
+    """Start one platform process unless it already runs; wait for its /readyz."""
+    pid = process.read_pid(stack_dir, name)
+    if pid is not None and _ready(port):
+        progress(f"{name}: reusing pid {pid} on port {port}")
+        return pid
+    if pid is not None:
+        process.terminate(stack_dir, name)
+    pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", name])
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while not _ready(port):
+        if not process.is_running(pid) or time.monotonic() > deadline:
+            log = process.log_path(stack_dir, name)
+            raise stack.StackError(f"{name} did not become ready; last lines of {log}:\n{process.tail(log, 30)}")
+        time.sleep(0.3)
+    progress(f"{name}: ready, pid {pid}, http://127.0.0.1:{port}/metrics")
+    return pid
+
+
+def _ready(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
+            return bool(answer.status == 200)
+    except OSError:
+        return False
+
+
+def down(stack_dir: Path, progress: Any = print) -> None:
+    """Stop the platform processes this machine's `up` started (the servers stay: `tickwheel stack down`)."""
+    for name in reversed(PROCESSES):
+        stopped = process.terminate(stack_dir, name)
+        progress(f"{name}: {'stopped' if stopped else 'not running'}")
+
+
+def add_commands(subparsers: Any) -> None:
+    p = subparsers.add_parser("up", help="bring up the whole platform locally (servers, schema, processes)")
+    p.add_argument("--demo", action="store_true", help="then create a demo tenant and jobs and show them run")
+    p.set_defaults(func=_run_up)
+    p = subparsers.add_parser("down", help="stop the platform processes (and with --all, the servers too)")
+    p.add_argument("--all", action="store_true", help="also stop Cassandra, Kafka, ZooKeeper and Redis")
+    p.set_defaults(func=_run_down)
+
+
+def _run_up(args: Any) -> int:
+    stack_dir = stack.stack_dir()
+    settings = up(stack_dir)
+    if args.demo:
+        from tickwheel.demo import run_demo
+
+        return int(asyncio.run(run_demo(settings, stack_dir)))
+    return 0
+
+
+def _run_down(args: Any) -> int:
+    stack_dir = stack.stack_dir()
+    down(stack_dir)
+    if args.all:
+        stack.down(stack_dir)
+    return 0
