@@ -103,6 +103,13 @@ class WorkerSettings:
     target_concurrency: int = 100
     target_rate_per_s: float = 100.0
     response_excerpt_bytes: int = 1024
+    lease_margin_s: float = 10.0
+    defer_s: float = 2.0
+    breaker_window_s: float = 60.0
+    breaker_min_calls: int = 20
+    breaker_open_s: float = 30.0
+    shutdown_grace_s: float = 20.0
+    commit_interval_s: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
