@@ -86,6 +86,9 @@ class DispatcherSettings:
     checkpoint_interval_s: float = 2.0
     resume_grace_s: int = 120
     capacity_per_s: int = 20_000
+    fire_concurrency: int = 256
+    checkpoint_step_s: float = 10.0
+    liveness_interval_s: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +121,9 @@ class CoordinatorSettings:
     port: int = 8083
     forecast_minutes: int = 10
     sweep_interval_s: float = 60.0
+    sweep_grace_s: int = 300
+    sweep_page_size: int = 500
+    forecast_interval_s: float = 30.0
 
 
 @dataclass(frozen=True, slots=True)
