@@ -304,3 +304,38 @@ async def cancel(store: CassandraStore, run: NewRun, now: datetime) -> bool:
         attempt = int(row["attempt"]) if row else 0
         await store.execute(*history_row(run, RunStatus.CANCELLED, attempt, now))
     return applied
+
+
+async def retarget(store: CassandraStore, run: NewRun, now: datetime) -> bool:
+    """An edited job keeps its next occurrence: move a still-unstarted run to the job's new version and lane."""
+    applied, _ = await store.applied(
+        "UPDATE runs SET job_version = ?, lane = ? WHERE run_id = ? IF status = 'SCHEDULED' AND attempt = 0",
+        [run.job_version, run.lane, run.run_id],
+    )
+    if applied:
+        await store.execute(*bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN))
+    return applied
+
+
+async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
+    """A DEAD run at `attempt` gets one more attempt (same run id, so the same idempotency key), due at `due_at`."""
+    row = await get_run(store, run.run_id)
+    redrives = int((row or {}).get("redrive_count") or 0) + 1
+    applied, _ = await store.applied(
+        "UPDATE runs SET status = 'RETRY', due_at = ?, dead_at = null, redrive_count = ?"
+        " WHERE run_id = ? IF status = 'DEAD' AND attempt = ?",
+        [_ms(due_at), redrives, run.run_id, attempt],
+    )
+    if applied:
+        await store.batch(
+            [
+                bucket_row(run, fire_at=due_at, attempt=attempt, kind=RunKind.RUN),
+                history_row(run, RunStatus.RETRY, attempt, now),
+                (
+                    "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome)"
+                    " VALUES (?, ?, now(), 'redrive', ?, 'RETRY')",
+                    [run.run_id, attempt, now],
+                ),
+            ]
+        )
+    return applied
