@@ -10,16 +10,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from schemas.messages import JobDefinition, Lane
+from schemas.messages import JobDefinition, Lane, ScheduleDoc
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.instants import parse_instant
 from tickwheel.core.policies import CatchUpPolicy, DstGapPolicy, DstRepeatPolicy
 from tickwheel.core.specs import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 
 
-def schedule_of(definition: JobDefinition) -> Schedule:
-    """The core schedule a stored definition describes (raises ScheduleError naming the wire field)."""
-    doc = definition.schedule
+def schedule_of(definition: JobDefinition | ScheduleDoc) -> Schedule:
+    """The core schedule a stored definition (or its schedule document) describes; raises ScheduleError
+    naming the wire field. Interval jobs are anchored at `anchorAt` (the API always sets it)."""
+    doc = definition.schedule if isinstance(definition, JobDefinition) else definition
     if doc.type == "once":
         return OnceSchedule(run_at=_instant(_required(doc.run_at, "runAt"), "runAt"))
     start_at = _optional_instant(doc.start_at, "startAt")
