@@ -7,7 +7,8 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.runs import RunStatus, get_run, new_run_of, redrive, to_utc
 
 
 async def add_dead_letter(
@@ -34,3 +35,62 @@ async def add_dead_letter(
         ],
         logged=True,
     )
+
+
+async def list_dead_letters(
+    store: CassandraStore,
+    tenant_id: str,
+    *,
+    limit: int,
+    cursor: str | None = None,
+    job_id: uuid.UUID | None = None,
+    target_host: str | None = None,
+    since: datetime | None = None,
+    until: datetime | None = None,
+) -> tuple[list[Row], str | None]:
+    """One page of a tenant's dead letters, newest first, filtered; and the cursor of the next page."""
+    cql = "SELECT * FROM dead_letters WHERE tenant_id = ?"
+    params: list[Any] = [tenant_id]
+    for clause, value in (
+        ("dead_at >= ?", since),
+        ("dead_at < ?", until),
+        ("job_id = ?", job_id),
+        ("target_host = ?", target_host),
+    ):
+        if value is not None:
+            cql += f" AND {clause}"
+            params.append(value)
+    if job_id is not None or target_host is not None:
+        cql += " ALLOW FILTERING"  # inside the tenant's partition only
+    rows, next_cursor = await store.page(cql, params, page_size=limit, cursor=cursor)
+    return [_aware(row) for row in rows], next_cursor
+
+
+async def get_dead_letter(store: CassandraStore, tenant_id: str, run_id: uuid.UUID) -> Row | None:
+    """The tenant's live dead letter of `run_id` (found through `runs.dead_at`), or None."""
+    run = await get_run(store, run_id)
+    if run is None or run["tenant_id"] != tenant_id or run["dead_at"] is None:
+        return None
+    rows = await store.execute(
+        "SELECT * FROM dead_letters WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
+        [tenant_id, run["dead_at"], run_id],
+    )
+    return _aware(rows[0]) if rows else None
+
+
+async def redrive_dead_letter(store: CassandraStore, letter: Row, due_at: datetime, now: datetime) -> Row | None:
+    """Give the dead run one more attempt due at `due_at`; returns the run row, or None if it is no longer DEAD."""
+    run = await get_run(store, letter["run_id"])
+    if run is None or run["status"] != RunStatus.DEAD:
+        return None
+    if not await redrive(store, new_run_of(run), int(run["attempt"]), due_at, now):
+        return None
+    await store.execute(
+        "UPDATE dead_letters SET redriven_at = ? WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
+        [now, letter["tenant_id"], letter["dead_at"], letter["run_id"]],
+    )
+    return run
+
+
+def _aware(row: Row) -> Row:
+    return {k: to_utc(v) if isinstance(v, datetime) else v for k, v in row.items()}

@@ -1,0 +1,218 @@
+"""Jobs: create (with the first run), read, list by tenant, conditional update by version, soft delete.
+
+`jobs.version` is bumped by every change with a conditional write (`IF version = ?`), so two racing updates
+never both apply. `jobs_by_tenant` mirrors state and labels for listing; a deleted job leaves the listing but
+its `jobs` row stays (state DELETED) so its id keeps answering.
+"""
+
+from __future__ import annotations
+
+import enum
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas.messages import JobDefinition, decode_definition, encode
+from tickwheel.store import runs
+from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.runs import NewRun, to_utc
+
+
+class JobState(enum.StrEnum):
+    ACTIVE = "ACTIVE"
+    """Scheduled: `next_run_id` (if any) is the run that fires next."""
+    PAUSED = "PAUSED"
+    """Nothing scheduled; resume computes the next occurrence from the time of resuming."""
+    DELETED = "DELETED"
+    """Gone from listings; nothing scheduled; kept so its id and history still answer."""
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    job_id: uuid.UUID
+    tenant_id: str
+    shard: int
+    state: JobState
+    version: int
+    definition: JobDefinition
+    lane: str
+    next_run_at: datetime | None
+    next_run_id: uuid.UUID | None
+    fired_count: int
+    last_run_id: uuid.UUID | None
+    last_run_status: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class JobChange:
+    """The new values of an update (applied only if the job is still at `expected_version`)."""
+
+    state: JobState
+    definition: JobDefinition
+    next_run_at: datetime | None
+    next_run_id: uuid.UUID | None
+
+
+def label_set(definition: JobDefinition) -> set[str]:
+    """Labels as `key=value` strings: what listing filters on."""
+    return {f"{k}={v}" for k, v in definition.labels.items()}
+
+
+def job_of(row: Row) -> Job:
+    return Job(
+        job_id=row["job_id"],
+        tenant_id=row["tenant_id"],
+        shard=row["shard"],
+        state=JobState(row["state"]),
+        version=row["version"],
+        definition=decode_definition(row["definition"]),
+        lane=row["lane"],
+        next_run_at=to_utc(row["next_run_at"]),
+        next_run_id=row["next_run_id"],
+        fired_count=row["fired_count"] or 0,
+        last_run_id=row["last_run_id"],
+        last_run_status=row["last_run_status"],
+        created_at=to_utc(row["created_at"]) or row["created_at"],
+        updated_at=to_utc(row["updated_at"]) or row["updated_at"],
+    )
+
+
+INSERT_JOB = (
+    "INSERT INTO jobs (job_id, tenant_id, shard, state, version, definition, lane, labels, next_run_at, next_run_id,"
+    " fired_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
+)
+INSERT_LISTING = "INSERT INTO jobs_by_tenant (tenant_id, job_id, state, labels, created_at) VALUES (?, ?, ?, ?, ?)"
+
+
+async def create_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
+    """Write the first run, then the job and its listing row, all at the store's (QUORUM) consistency.
+
+    The run goes first: if the job write then fails, the caller answers an error and the orphan run finds no
+    job when it fires (and is dropped), whereas an orphan job would be listed to a tenant who got no 201.
+    """
+    if first_run is not None:
+        await runs.create_run(store, first_run, now)
+    labels = label_set(job.definition)
+    await store.batch(
+        [
+            (
+                INSERT_JOB,
+                [
+                    job.job_id,
+                    job.tenant_id,
+                    job.shard,
+                    job.state.value,
+                    job.version,
+                    encode(job.definition).decode(),
+                    job.lane,
+                    labels,
+                    job.next_run_at,
+                    job.next_run_id,
+                    now,
+                    now,
+                ],
+            ),
+            (INSERT_LISTING, [job.tenant_id, job.job_id, job.state.value, labels, now]),
+        ]
+    )
+
+
+async def get_job(store: CassandraStore, job_id: uuid.UUID) -> Job | None:
+    rows = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
+    return job_of(rows[0]) if rows else None
+
+
+async def list_job_ids(
+    store: CassandraStore,
+    tenant_id: str,
+    *,
+    limit: int,
+    cursor: str | None = None,
+    state: str | None = None,
+    label: str | None = None,
+) -> tuple[list[uuid.UUID], str | None]:
+    """One page of a tenant's job ids (filtered by state and a `key=value` label), and the next cursor."""
+    cql = "SELECT job_id FROM jobs_by_tenant WHERE tenant_id = ?"
+    params: list[object] = [tenant_id]
+    if state is not None:
+        cql += " AND state = ?"
+        params.append(state)
+    if label is not None:
+        cql += " AND labels CONTAINS ?"
+        params.append(label)
+    if len(params) > 1:
+        # Filtering inside one partition (the tenant's) reads only that partition.
+        cql += " ALLOW FILTERING"
+    rows, next_cursor = await store.page(cql, params, page_size=limit, cursor=cursor)
+    return [row["job_id"] for row in rows], next_cursor
+
+
+async def update_job(
+    store: CassandraStore, job: Job, change: JobChange, now: datetime
+) -> tuple[bool, int | None]:
+    """Apply `change` if the job is still at `job.version`: (applied, the version found when it was not)."""
+    applied, current = await store.applied(
+        "UPDATE jobs SET state = ?, version = ?, definition = ?, lane = ?, labels = ?, next_run_at = ?,"
+        " next_run_id = ?, updated_at = ? WHERE job_id = ? IF version = ?",
+        [
+            change.state.value,
+            job.version + 1,
+            encode(change.definition).decode(),
+            change.definition.priority,
+            label_set(change.definition),
+            change.next_run_at,
+            change.next_run_id,
+            now,
+            job.job_id,
+            job.version,
+        ],
+    )
+    if not applied:
+        return False, current.get("version")
+    await _update_listing(store, job, change)
+    return True, None
+
+
+async def _update_listing(store: CassandraStore, job: Job, change: JobChange) -> None:
+    if change.state is JobState.DELETED:
+        await store.execute(
+            "DELETE FROM jobs_by_tenant WHERE tenant_id = ? AND job_id = ?", [job.tenant_id, job.job_id]
+        )
+        return
+    await store.execute(
+        "UPDATE jobs_by_tenant SET state = ?, labels = ? WHERE tenant_id = ? AND job_id = ?",
+        [change.state.value, label_set(change.definition), job.tenant_id, job.job_id],
+    )
+
+
+async def count_jobs(store: CassandraStore, tenant_id: str) -> int:
+    """How many listed (not deleted) jobs the tenant has: a partition count, used to seed the quota counter."""
+    rows = await store.execute("SELECT COUNT(*) AS n FROM jobs_by_tenant WHERE tenant_id = ?", [tenant_id])
+    return int(rows[0]["n"]) if rows else 0
+
+
+async def reschedule(
+    store: CassandraStore, job: Job, change: JobChange, next_run: NewRun | None, now: datetime
+) -> tuple[bool, int | None]:
+    """Apply `change` (conditional on the job's version), then replace its scheduled run by `next_run`.
+
+    The version check makes the change atomic: of two racing updates only one passes it, and only that one
+    touches the runs. The old run is cancelled unless it is the same occurrence, which then moves to the new
+    version. If the process dies in between, the job names a run that is missing and the sweeper repairs it.
+    """
+    applied, found = await update_job(store, job, change, now)
+    if not applied:
+        return False, found
+    same = next_run is not None and next_run.run_id == job.next_run_id
+    if job.next_run_id is not None and not same:
+        old = await runs.get_run(store, job.next_run_id)
+        if old is not None:
+            await runs.cancel(store, runs.new_run_of(old), now)
+    if next_run is not None:
+        if same:
+            await runs.retarget(store, next_run, now)
+        else:
+            await runs.create_run(store, next_run, now)
+    return True, None

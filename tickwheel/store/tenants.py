@@ -1,0 +1,165 @@
+"""Tenants, their hashed API keys and their signing secrets.
+
+An API key is shown once, when it is made; only its sha256 is stored, so a leaked table leaks no key. Signing
+secrets (HMAC keys the worker signs calls with) are kept newest first; a rotation keeps the previous one so a
+target can accept both while it switches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import secrets
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from tickwheel.errors import Conflict, NotFound
+from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.runs import to_utc
+
+KEY_PREFIX = "tw_"
+SECRETS_KEPT = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    tenant_id: str
+    name: str
+    created_at: datetime | None
+    signing_secrets: tuple[str, ...]
+    max_jobs: int | None = None
+    requests_per_s: int | None = None
+    min_interval_s: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ApiKey:
+    key_id: str
+    tenant_id: str
+    created_at: datetime | None
+    revoked_at: datetime | None
+
+
+def hash_key(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+def _tenant_of(row: Row) -> Tenant:
+    return Tenant(
+        tenant_id=row["tenant_id"],
+        name=row["name"],
+        created_at=to_utc(row["created_at"]),
+        signing_secrets=tuple(row["signing_secrets"] or ()),
+        max_jobs=row["max_jobs"],
+        requests_per_s=row["requests_per_s"],
+        min_interval_s=row["min_interval_s"],
+    )
+
+
+async def create_tenant(
+    store: CassandraStore, name: str, now: datetime, *, tenant_id: str | None = None
+) -> tuple[Tenant, str]:
+    """Create tenant `name` (unique) with a signing secret and a first API key; returns (tenant, api key)."""
+    tenant_id = tenant_id or uuid.uuid4().hex
+    applied, _ = await store.applied(
+        "INSERT INTO tenants_by_name (name, tenant_id) VALUES (?, ?) IF NOT EXISTS", [name, tenant_id]
+    )
+    if not applied:
+        raise Conflict(f"a tenant named {name!r} already exists", field="name")
+    secret = secrets.token_urlsafe(32)
+    await store.execute(
+        "INSERT INTO tenants (tenant_id, name, created_at, signing_secrets) VALUES (?, ?, ?, ?)",
+        [tenant_id, name, now, [secret]],
+    )
+    _, key = await create_key(store, tenant_id, now)
+    return Tenant(tenant_id, name, now, (secret,)), key
+
+
+async def get_tenant(store: CassandraStore, tenant_id: str) -> Tenant | None:
+    rows = await store.execute("SELECT * FROM tenants WHERE tenant_id = ?", [tenant_id])
+    return _tenant_of(rows[0]) if rows else None
+
+
+async def tenant_by_name(store: CassandraStore, name: str) -> Tenant:
+    rows = await store.execute("SELECT tenant_id FROM tenants_by_name WHERE name = ?", [name])
+    tenant = await get_tenant(store, rows[0]["tenant_id"]) if rows else None
+    if tenant is None:
+        raise NotFound(f"no tenant named {name!r}", field="name")
+    return tenant
+
+
+async def list_tenants(store: CassandraStore) -> list[Tenant]:
+    """Every tenant (an operator command: a full scan of a small table)."""
+    rows = await store.execute("SELECT * FROM tenants")
+    return sorted((_tenant_of(row) for row in rows), key=lambda t: t.name)
+
+
+async def create_key(store: CassandraStore, tenant_id: str, now: datetime) -> tuple[ApiKey, str]:
+    """A new API key for the tenant; the key itself is returned here and never again."""
+    key = KEY_PREFIX + secrets.token_urlsafe(32)
+    key_hash = hash_key(key)
+    key_id = key_hash[:12]
+    await store.batch(
+        [
+            (
+                "INSERT INTO api_keys (key_hash, key_id, tenant_id, created_at) VALUES (?, ?, ?, ?)",
+                [key_hash, key_id, tenant_id, now],
+            ),
+            (
+                "INSERT INTO api_keys_by_tenant (tenant_id, key_id, key_hash, created_at) VALUES (?, ?, ?, ?)",
+                [tenant_id, key_id, key_hash, now],
+            ),
+        ]
+    )
+    return ApiKey(key_id, tenant_id, now, None), key
+
+
+async def list_keys(store: CassandraStore, tenant_id: str) -> list[ApiKey]:
+    rows = await store.execute("SELECT * FROM api_keys_by_tenant WHERE tenant_id = ?", [tenant_id])
+    keys = [ApiKey(r["key_id"], tenant_id, to_utc(r["created_at"]), to_utc(r["revoked_at"])) for r in rows]
+    return sorted(keys, key=lambda k: k.created_at.timestamp() if k.created_at else 0.0)
+
+
+async def revoke_key(store: CassandraStore, tenant_id: str, key_id: str, now: datetime) -> None:
+    rows = await store.execute(
+        "SELECT key_hash FROM api_keys_by_tenant WHERE tenant_id = ? AND key_id = ?", [tenant_id, key_id]
+    )
+    if not rows:
+        raise NotFound(f"tenant has no key {key_id!r}", field="key_id")
+    await store.batch(
+        [
+            ("UPDATE api_keys SET revoked_at = ? WHERE key_hash = ?", [now, rows[0]["key_hash"]]),
+            (
+                "UPDATE api_keys_by_tenant SET revoked_at = ? WHERE tenant_id = ? AND key_id = ?",
+                [now, tenant_id, key_id],
+            ),
+        ]
+    )
+
+
+async def rotate_key(store: CassandraStore, tenant_id: str, now: datetime) -> tuple[ApiKey, str]:
+    """A new key; every older live key is revoked (clients switch to the printed key)."""
+    old = [k for k in await list_keys(store, tenant_id) if k.revoked_at is None]
+    made = await create_key(store, tenant_id, now)
+    for key in old:
+        await revoke_key(store, tenant_id, key.key_id, now)
+    return made
+
+
+async def authenticate(store: CassandraStore, key: str) -> str | None:
+    """The tenant id owning a live `key`, or None."""
+    rows = await store.execute("SELECT tenant_id, revoked_at FROM api_keys WHERE key_hash = ?", [hash_key(key)])
+    if not rows or rows[0]["revoked_at"] is not None:
+        return None
+    return str(rows[0]["tenant_id"])
+
+
+async def rotate_signing_secret(store: CassandraStore, tenant_id: str) -> Tenant:
+    """Put a new signing secret first and keep the previous one (targets accept both during the switch)."""
+    tenant = await get_tenant(store, tenant_id)
+    if tenant is None:
+        raise NotFound(f"no tenant {tenant_id!r}")
+    kept = [secrets.token_urlsafe(32), *tenant.signing_secrets][:SECRETS_KEPT]
+    await store.execute("UPDATE tenants SET signing_secrets = ? WHERE tenant_id = ?", [kept, tenant_id])
+    return dataclasses.replace(tenant, signing_secrets=tuple(kept))
