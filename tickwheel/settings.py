@@ -74,6 +74,7 @@ class ApiSettings:
     min_interval_s: int = 60
     idempotency_ttl_s: int = 86_400
     page_size_max: int = 500
+    auth_cache_s: float = 5.0  # how long a checked API key is trusted in-process (revocation delay)
 
 
 @dataclass(frozen=True, slots=True)
