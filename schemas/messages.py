@@ -106,6 +106,15 @@ class OwnerAlert(Base):
     dead_at: str
 
 
+class ShardAssignment(Base):
+    """The coordinator's shard assignment, published at /dispatchers/assignment in ZooKeeper. `epoch` grows
+    with every change and fences checkpoint writes; `members` maps a member znode name to [start, end) ranges."""
+
+    epoch: int
+    shards: int
+    members: dict[str, list[tuple[int, int]]] = {}
+
+
 _json_encoder = msgspec.json.Encoder()
 
 
@@ -131,3 +140,7 @@ def topic_names(prefix: str) -> dict[str, str]:
     names = {lane: f"{prefix}tickwheel.runs.{lane}" for lane in LANES}
     names["near"] = f"{prefix}tickwheel.near"
     return names
+
+
+def decode_assignment(data: bytes | str) -> ShardAssignment:
+    return msgspec.json.decode(data, type=ShardAssignment)
