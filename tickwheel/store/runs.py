@@ -4,7 +4,7 @@
 rows (`runs_by_bucket`, `runs_by_job`, `run_attempts`) are written after it and are safe to write twice.
 
     SCHEDULED --claim--> RUNNING --finish--> SUCCEEDED | DEAD | RETRY --claim--> RUNNING ...
-    SCHEDULED | RETRY --cancel--> CANCELLED          RUNNING --lease expired--> RETRY
+    SCHEDULED | RETRY --cancel--> CANCELLED          RUNNING --lease expired--> RETRY | DEAD (no attempt left)
 
 A run row in `runs_by_bucket` carries the attempt a claim must find (0 for a first attempt); a `lease_check`
 row carries the attempt that holds the lease.
@@ -166,16 +166,27 @@ def new_run_of(row: Row) -> NewRun:
 
 
 async def claim(
-    store: CassandraStore, run_id: uuid.UUID, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+    store: CassandraStore,
+    run_id: uuid.UUID,
+    expected_attempt: int,
+    worker: str,
+    lease_until: datetime,
+    now: datetime,
+    *,
+    known: Row | None = None,
 ) -> Transition:
-    """RUNNING at attempt + 1 if the run is runnable at `expected_attempt`; also schedules its lease check."""
+    """RUNNING at attempt + 1 if the run is runnable at `expected_attempt`; also schedules its lease check.
+
+    `known` is the `runs` row the caller already read; it saves reading the row again after the claim (its
+    identity columns never change, and the returned row is `known` with the claim's changes applied)."""
     applied, current = await store.applied(
         "UPDATE runs SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
         " WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY') AND attempt = ?",
         [expected_attempt + 1, _ms(lease_until), worker, now, run_id, expected_attempt],
     )
     if applied:
-        row = await get_run(store, run_id)
+        claimed = {"status": RunStatus.RUNNING.value, "attempt": expected_attempt + 1, "lease_until": lease_until}
+        row = {**known, **claimed, "worker": worker, "started_at": now} if known else await get_run(store, run_id)
         assert row is not None
         run = new_run_of(row)
         await store.batch(
@@ -242,25 +253,29 @@ async def finish(
     return True
 
 
-async def expire_lease(store: CassandraStore, run: NewRun, attempt: int, retry_at: datetime, now: datetime) -> bool:
-    """A lease check fired: if `attempt` still runs and its lease has passed, the run times out into RETRY."""
+async def expire_lease(
+    store: CassandraStore, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime
+) -> bool:
+    """A lease check fired: if `attempt` still runs and its lease has passed, the run times out into RETRY at
+    `retry_at`, or into DEAD when `retry_at` is None (the retry policy has no attempt left)."""
+    status = RunStatus.RETRY if retry_at is not None else RunStatus.DEAD
     applied, _ = await store.applied(
-        "UPDATE runs SET status = 'RETRY', due_at = ?, last_error = 'lease expired', lease_until = null"
+        "UPDATE runs SET status = ?, due_at = ?, last_error = 'lease expired', lease_until = null, finished_at = ?"
         " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until <= ?",
-        [_ms(retry_at), run.run_id, attempt, now],
+        [status.value, _ms(retry_at) if retry_at else None, now, run.run_id, attempt, now],
     )
     if applied:
-        await store.batch(
-            [
-                history_row(run, RunStatus.RETRY, attempt, now),
-                (
-                    "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
-                    " VALUES (?, ?, now(), 'lease_expired', ?, 'RETRY', 'lease expired')",
-                    [run.run_id, attempt, now],
-                ),
-                bucket_row(run, fire_at=retry_at, attempt=attempt, kind=RunKind.RUN),
-            ]
-        )
+        rows = [
+            history_row(run, status, attempt, now),
+            (
+                "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
+                " VALUES (?, ?, now(), 'lease_expired', ?, ?, 'lease expired')",
+                [run.run_id, attempt, now, status.value],
+            ),
+        ]
+        if retry_at is not None:
+            rows.append(bucket_row(run, fire_at=retry_at, attempt=attempt, kind=RunKind.RUN))
+        await store.batch(rows)
     return applied
 
 

@@ -1,0 +1,205 @@
+"""Flow control in Redis: per-target-host token bucket and concurrency cap, per-tenant concurrency cap, and a
+circuit breaker per target host. Each check is one Lua script, so workers share the limits atomically.
+
+Concurrency slots are sorted-set members scored with their expiry (the run's lease), so a worker that dies
+holding a slot frees it when the lease passes. The breaker counts calls in a sliding window of 6 slots; it opens
+when at least `breaker_min_calls` calls in `breaker_window_s` were made and more than half failed; once
+`breaker_open_s` has passed it lets one probe through at a time (half-open): a successful probe closes it, a
+failed one opens it again. A denied acquire says why and how long to wait, so the run is deferred, not tried.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from tickwheel import metrics
+from tickwheel.errors import Unavailable
+from tickwheel.flow.redis import REDIS_DOWN, RedisClient
+from tickwheel.settings import WorkerSettings
+
+log = logging.getLogger(__name__)
+
+BREAKER_SLOTS = 6
+
+ACQUIRE = """
+local tenant_slots, host_slots, bucket, breaker, probe = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local now, token = tonumber(ARGV[1]), ARGV[2]
+local tenant_cap, host_cap = tonumber(ARGV[3]), tonumber(ARGV[4])
+local rate, burst, hold = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local is_probe = 0
+local open_until = tonumber(redis.call('HGET', breaker, 'open_until') or '0')
+if open_until > 0 then
+  if now < open_until then return {0, 'breaker_open', open_until - now, 0} end
+  if not redis.call('SET', probe, token, 'NX', 'PX', hold) then return {0, 'breaker_half_open', 1000, 0} end
+  is_probe = 1
+end
+local function refuse(reason, wait)
+  if is_probe == 1 then redis.call('DEL', probe) end
+  return {0, reason, wait, 0}
+end
+redis.call('ZREMRANGEBYSCORE', tenant_slots, '-inf', now)
+redis.call('ZREMRANGEBYSCORE', host_slots, '-inf', now)
+if redis.call('ZCARD', tenant_slots) >= tenant_cap then return refuse('tenant_concurrency', 0) end
+if redis.call('ZCARD', host_slots) >= host_cap then return refuse('target_concurrency', 0) end
+local state = redis.call('HMGET', bucket, 'tokens', 'ts')
+local tokens = tonumber(state[1]) or burst
+local last = tonumber(state[2]) or now
+tokens = math.min(burst, tokens + math.max(0, now - last) * rate / 1000)
+if tokens < 1 then
+  redis.call('HSET', bucket, 'tokens', tokens, 'ts', now)
+  return refuse('target_rate', math.ceil((1 - tokens) * 1000 / rate))
+end
+redis.call('HSET', bucket, 'tokens', tokens - 1, 'ts', now)
+redis.call('PEXPIRE', bucket, math.ceil(burst * 1000 / rate) + 1000)
+redis.call('ZADD', tenant_slots, now + hold, token)
+redis.call('PEXPIRE', tenant_slots, hold * 2)
+redis.call('ZADD', host_slots, now + hold, token)
+redis.call('PEXPIRE', host_slots, hold * 2)
+return {1, '', 0, is_probe}
+"""
+
+RELEASE = """
+local tenant_slots, host_slots, breaker, probe = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local now, token, outcome, is_probe = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
+local window, min_calls, open_ms = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+redis.call('ZREM', tenant_slots, token)
+redis.call('ZREM', host_slots, token)
+if outcome == 'none' then
+  if is_probe == '1' and redis.call('GET', probe) == token then redis.call('DEL', probe) end
+  return 'unchanged'
+end
+local failed = outcome == 'failed'
+if is_probe == '1' then
+  redis.call('DEL', probe)
+  redis.call('DEL', breaker)
+  if failed then
+    redis.call('HSET', breaker, 'open_until', now + open_ms)
+    redis.call('PEXPIRE', breaker, open_ms * 10 + window)
+    return 'opened'
+  end
+  return 'closed'
+end
+if redis.call('HEXISTS', breaker, 'open_until') == 1 then return 'open' end
+local slot_ms = math.ceil(window / 6)
+local slot = math.floor(now / slot_ms)
+redis.call('HINCRBY', breaker, 'c:' .. slot, 1)
+if failed then redis.call('HINCRBY', breaker, 'f:' .. slot, 1) end
+local fields = redis.call('HGETALL', breaker)
+local calls, fails = 0, 0
+for i = 1, #fields, 2 do
+  local key, n = fields[i], tonumber(fields[i + 1])
+  local at = tonumber(string.sub(key, 3))
+  if at and at <= slot - 6 then
+    redis.call('HDEL', breaker, key)
+  elseif string.sub(key, 1, 2) == 'c:' then calls = calls + n
+  elseif string.sub(key, 1, 2) == 'f:' then fails = fails + n end
+end
+redis.call('PEXPIRE', breaker, window * 2)
+if calls >= min_calls and fails * 2 > calls then
+  redis.call('DEL', breaker)
+  redis.call('HSET', breaker, 'open_until', now + open_ms)
+  redis.call('PEXPIRE', breaker, open_ms * 10 + window)
+  return 'opened'
+end
+return 'closed'
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Permit:
+    """A granted slot; hand it back with `release` when the call ended."""
+
+    token: str
+    tenant: str
+    host: str
+    probe: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Denied:
+    """Why a call may not start now and how long to wait before trying again."""
+
+    reason: str
+    wait_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class Caps:
+    """The limits one call is checked against (tenant and job overrides already applied)."""
+
+    tenant_concurrency: int
+    target_concurrency: int
+    target_rate_per_s: float
+    hold_s: float  # how long a slot is held at most: the run's lease
+
+
+class FlowLimits:
+    """The flow checks of one worker process on the shared Redis."""
+
+    def __init__(self, settings: WorkerSettings, redis: RedisClient):
+        self.settings = settings
+        self.redis = redis
+        self._acquire = redis.redis.register_script(ACQUIRE)
+        self._release = redis.redis.register_script(RELEASE)
+
+    def _keys(self, tenant: str, host: str) -> dict[str, str]:
+        return {
+            "tenant": self.redis.key("tenant", tenant, "slots"),
+            "host": self.redis.key("host", host, "slots"),
+            "bucket": self.redis.key("host", host, "bucket"),
+            "breaker": self.redis.key("host", host, "breaker"),
+            "probe": self.redis.key("host", host, "probe"),
+        }
+
+    async def acquire(self, tenant: str, host: str, caps: Caps, now_ms: int) -> Permit | Denied:
+        """A slot for one call to `host` by `tenant`, or why not. Redis down: the call goes ahead unlimited
+        (the limits protect targets; they must not stop the execution path)."""
+        k = self._keys(tenant, host)
+        token = uuid.uuid4().hex
+        rate = max(caps.target_rate_per_s, 0.001)
+        args = [now_ms, token, caps.tenant_concurrency, caps.target_concurrency, rate, max(rate, 1.0)]
+        args.append(max(1, math.ceil(caps.hold_s * 1000)))
+        keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"]]
+        try:
+            allowed, reason, wait_ms, probe = await self._acquire(keys=keys, args=args)
+        except REDIS_DOWN as exc:
+            metrics.backend_errors.labels("redis").inc()
+            log.warning("flow limits unavailable, calling without them: %s", exc)
+            return Permit(token, tenant, host, probe=False)
+        if not allowed:
+            return Denied(_text(reason), float(wait_ms) / 1000)
+        return Permit(token, tenant, host, probe=bool(probe))
+
+    async def release(self, permit: Permit, failed: bool | None, now_ms: int) -> str:
+        """Free the slot and feed the breaker (`failed` None: the call never reached the target)."""
+        k = self._keys(permit.tenant, permit.host)
+        outcome = "none" if failed is None else ("failed" if failed else "ok")
+        s = self.settings
+        args: list[Any] = [now_ms, permit.token, outcome, "1" if permit.probe else "0"]
+        args += [int(s.breaker_window_s * 1000), s.breaker_min_calls, int(s.breaker_open_s * 1000)]
+        try:
+            result = await self._release(keys=[k["tenant"], k["host"], k["breaker"], k["probe"]], args=args)
+        except REDIS_DOWN as exc:
+            metrics.backend_errors.labels("redis").inc()
+            log.warning("flow limits unavailable, slot left to expire: %s", exc)
+            return "unknown"
+        state = _text(result)
+        if state == "opened":
+            log.warning("circuit breaker opened for target %s", permit.host)
+        return state
+
+    async def breaker_open_until_ms(self, host: str) -> int | None:
+        """When the host's breaker stops refusing (None: closed)."""
+        try:
+            value = await self.redis.redis.hget(self._keys("-", host)["breaker"], "open_until")
+        except REDIS_DOWN as exc:
+            raise Unavailable(f"Redis is unavailable: {exc}") from exc
+        return int(value) if value is not None else None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
