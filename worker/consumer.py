@@ -1,0 +1,139 @@
+"""One lane's consumer: polls the lane topic, keeps up to the lane's reserved concurrency of runs in flight,
+and commits offsets only below the oldest message still in flight.
+
+Each lane has its own consumer and its own capacity, so urgent runs never wait behind a bulk backlog. On stop it
+polls no more, lets what it holds finish (up to `shutdown_grace_s`), cancels the rest (the handler hands those
+runs back) and commits what was finished.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import msgspec
+
+from schemas.messages import DueRun, Lane, decode_due_run, topic_names
+from tickwheel.bus.kafka import KafkaConsumer, Record
+from tickwheel.errors import TickwheelError
+from tickwheel.settings import Settings
+from worker.offsets import OffsetTracker
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[DueRun], Awaitable[None]]
+RETRIES = 5  # a server that does not answer: try the message again a few times before leaving it to re-firing
+POLL_TIMEOUT_S = 0.25
+
+
+class LaneConsumer:
+    def __init__(self, settings: Settings, lane: Lane, handle: Handler):
+        self.settings = settings
+        self.lane = lane
+        self.handle = handle
+        prefix = settings.kafka.topic_prefix
+        self.topic = topic_names(prefix)[lane]
+        self.group = f"{prefix}tickwheel-worker-{lane}"
+        self.capacity: int = getattr(settings.worker, f"concurrency_{lane}")
+        self.tracker = OffsetTracker()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._slot_free = asyncio.Event()
+        self._stopping = asyncio.Event()
+        self.subscribed = asyncio.Event()
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    @property
+    def inflight(self) -> int:
+        return len(self._tasks)
+
+    async def run(self) -> None:
+        consumer = KafkaConsumer(
+            self.settings.kafka,
+            group_id=self.group,
+            extra={"max.poll.interval.ms": 600_000, "session.timeout.ms": 10_000},
+        )
+        await consumer.subscribe([self.topic])
+        self.subscribed.set()
+        try:
+            await self._loop(consumer)
+            await self._drain()
+            await self._commit(consumer)
+        finally:
+            await consumer.close()
+
+    async def _loop(self, consumer: KafkaConsumer) -> None:
+        last_commit = time.monotonic()
+        while not self._stopping.is_set():
+            free = self.capacity - len(self._tasks)
+            if free <= 0:
+                self._slot_free.clear()
+                await _wait(self._slot_free, POLL_TIMEOUT_S)
+            else:
+                for record in await consumer.poll(min(free, 500), POLL_TIMEOUT_S):
+                    self._start(record)
+            if time.monotonic() - last_commit >= self.settings.worker.commit_interval_s:
+                await self._commit(consumer)
+                last_commit = time.monotonic()
+
+    def _start(self, record: Record) -> None:
+        self.tracker.started(record.topic, record.partition, record.offset)
+        task = asyncio.create_task(self._process(record), name=f"run {record.topic}/{record.partition}@{record.offset}")
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._done(t, record))
+
+    def _done(self, task: asyncio.Task[None], record: Record) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            # A cancelled task was handed back, not finished: its offset stays uncommitted.
+            self.tracker.finished(record.topic, record.partition, record.offset)
+        self._slot_free.set()
+
+    async def _process(self, record: Record) -> None:
+        try:
+            due = decode_due_run(record.value)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("undecodable message at %s/%s@%s dropped: %s", record.topic, record.partition, record.offset, exc)
+            return
+        extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
+        for tries in range(1, RETRIES + 1):
+            try:
+                await self.handle(due)
+                return
+            except TickwheelError as exc:
+                if not exc.retriable or tries == RETRIES:
+                    log.error("run message given up after %s tries: %s", tries, exc.message, extra=extra)
+                    return
+                await asyncio.sleep(0.2 * 2**tries)
+            except Exception:
+                log.exception("run message failed", extra=extra)
+                return
+
+    async def _drain(self) -> None:
+        if not self._tasks:
+            return
+        log.info("lane %s: finishing %s runs in flight", self.lane, len(self._tasks))
+        _, pending = await asyncio.wait(set(self._tasks), timeout=self.settings.worker.shutdown_grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=10)
+
+    async def _commit(self, consumer: KafkaConsumer) -> None:
+        offsets = self.tracker.committable()
+        if not offsets:
+            return
+        try:
+            await consumer.commit(offsets)
+            self.tracker.committed(offsets)
+        except Exception as exc:  # a commit refused after a rebalance is harmless: claims make re-delivery safe
+            log.warning("lane %s: offset commit failed: %s", self.lane, exc)
+
+
+async def _wait(event: asyncio.Event, timeout_s: float) -> None:
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(event.wait(), timeout_s)

@@ -1,0 +1,91 @@
+"""What the worker reads before it may call a run's target: the run, its job and the job's tenant."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from yarl import URL
+
+from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
+from tickwheel.settings import WorkerSettings
+from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.runs import NewRun
+
+TENANT_CACHE_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    tenant_id: str
+    signing_secrets: tuple[str, ...]
+    kafka_topic_prefix: str
+    concurrency: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """One run about to be tried: everything the claim, the call and the outcome need."""
+
+    due: DueRun
+    row: Row
+    run: NewRun
+    definition: JobDefinition
+    tenant: Tenant
+
+    @property
+    def log(self) -> dict[str, Any]:
+        return {"tenant": self.run.tenant_id, "job_id": str(self.run.job_id), "run_id": str(self.run.run_id)}
+
+    @property
+    def scheduled_at(self) -> datetime:
+        return self.run.scheduled_at
+
+    def target_host(self) -> str:
+        """The flow-control key of the target: the URL's host, or the Kafka topic."""
+        target = self.definition.target
+        if isinstance(target, KafkaTarget):
+            return f"kafka:{target.topic}"
+        return URL(target.url).host or "-"
+
+    def call_timeout_s(self, settings: WorkerSettings) -> float:
+        target = self.definition.target
+        return target.timeout_s if isinstance(target, HttpTarget) else 10.0
+
+    def lease_s(self, settings: WorkerSettings) -> float:
+        """How long a claim holds the run: long enough for the call, its timeout and recording the outcome."""
+        return max(float(settings.lease_s), self.call_timeout_s(settings) + settings.lease_margin_s)
+
+
+class TenantCache:
+    """Tenant rows change rarely (secret rotation, caps); a short cache keeps them off the per-run path."""
+
+    def __init__(self, store: CassandraStore, ttl_s: float = TENANT_CACHE_S):
+        self.store = store
+        self.ttl_s = ttl_s
+        self._cache: dict[str, tuple[float, Tenant]] = {}
+
+    async def get(self, tenant_id: str) -> Tenant:
+        cached = self._cache.get(tenant_id)
+        if cached and time.monotonic() - cached[0] < self.ttl_s:
+            return cached[1]
+        rows = await self.store.execute(
+            "SELECT signing_secrets, kafka_topic_prefix, concurrency FROM tenants WHERE tenant_id = ?", [tenant_id]
+        )
+        row = rows[0] if rows else {}
+        tenant = Tenant(
+            tenant_id=tenant_id,
+            signing_secrets=tuple(row.get("signing_secrets") or ()),
+            kafka_topic_prefix=row.get("kafka_topic_prefix") or f"{tenant_id}.",
+            concurrency=row.get("concurrency"),
+        )
+        self._cache[tenant_id] = (time.monotonic(), tenant)
+        return tenant
+
+
+async def read_job(store: CassandraStore, job_id: uuid.UUID) -> Row | None:
+    rows = await store.execute("SELECT state, version, definition FROM jobs WHERE job_id = ?", [job_id])
+    return rows[0] if rows else None

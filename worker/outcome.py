@@ -1,0 +1,83 @@
+"""From a call's result to the run's next state: pure (time and randomness are arguments)."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from datetime import datetime
+
+from schemas.messages import HttpTarget, JobDefinition
+from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, classify, decide, parse_retry_after
+from tickwheel.store.runs import AttemptResult, RunStatus
+from worker.targets import CallResult
+
+CONTENT_TYPES = {"json": "application/json", "base64": "application/octet-stream", "text": "text/plain; charset=utf-8"}
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The classified outcome, the retry decision and what to record for the attempt."""
+
+    outcome: Outcome
+    decision: RetryDecision
+    record: AttemptResult
+
+
+def body_of(definition: JobDefinition) -> bytes:
+    """The bytes a job sends: its payload decoded by its declared encoding."""
+    if definition.payload_encoding == "base64":
+        return base64.b64decode(definition.payload)
+    return definition.payload.encode()
+
+
+def outcome_of(result: CallResult, definition: JobDefinition) -> Outcome:
+    if result.delivered:
+        return Outcome.SUCCESS
+    target = definition.target
+    codes = frozenset(target.success_codes) if isinstance(target, HttpTarget) and target.success_codes else None
+    return classify(result.status, error=result.error, success_codes=codes)
+
+
+def judge(
+    result: CallResult,
+    definition: JobDefinition,
+    policy: RetryPolicy,
+    attempt: int,
+    scheduled_at: datetime,
+    now: datetime,
+    rand: float,
+) -> Verdict:
+    """Classify the call, decide retry or dead (honouring Retry-After), and say what the attempt recorded."""
+    outcome = outcome_of(result, definition)
+    retry_after_s = parse_retry_after(result.retry_after, now)
+    decision = decide(policy, outcome, attempt, scheduled_at, now, rand, retry_after_s)
+    if decision.succeeded:
+        status = RunStatus.SUCCEEDED
+    elif decision.dead:
+        status = RunStatus.DEAD
+    else:
+        status = RunStatus.RETRY
+    record = AttemptResult(
+        status=status,
+        response_code=result.status,
+        error=error_text(result, decision),
+        response_excerpt=result.excerpt.decode("utf-8", errors="replace") if result.excerpt else None,
+        retry_at=decision.retry_at,
+    )
+    return Verdict(outcome, decision, record)
+
+
+def error_text(result: CallResult, decision: RetryDecision) -> str | None:
+    """What went wrong, in words (None on success)."""
+    if decision.succeeded:
+        return None
+    what = f"{result.error}: {result.detail}" if result.error else f"HTTP {result.status}"
+    return f"{what}; {decision.dead_reason}" if decision.dead_reason else what
+
+
+def breaker_failure(result: CallResult, outcome: Outcome) -> bool | None:
+    """Whether the call counts as a failure of the target for its circuit breaker; None when the target was
+    never reached (refused by policy), which says nothing about its health."""
+    if result.error in ("egress_denied", "invalid_target"):
+        return None
+    return outcome is Outcome.RETRY and result.status != 429

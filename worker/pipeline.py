@@ -1,0 +1,247 @@
+"""One fired run, from the lane message to its recorded outcome: load, admit, claim, call, record.
+
+    load    the run and its job; drop re-fired duplicates (final, or not at the expected attempt) and cancel runs
+            whose job was paused, deleted or changed since the run was made
+    admit   flow control in Redis (breaker, tenant and target caps, token bucket); refused -> deferred, no attempt
+    claim   fenced conditional write (runnable at the expected attempt -> RUNNING, attempt + 1, lease)
+    call    signed HTTP (egress policy) or Kafka
+    record  SUCCEEDED | RETRY (new run row at retry_at) | DEAD (dead letter + alert), conditioned on the attempt
+
+A lease check that fires while its attempt still runs past the lease times the run out into RETRY (or DEAD).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from schemas.messages import DueRun, HttpTarget, decode_definition
+from tickwheel import metrics
+from tickwheel.core.retry import Outcome, decide
+from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit
+from tickwheel.model import retry_policy_of
+from tickwheel.settings import Settings
+from tickwheel.store import runs
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.runs import FINAL, RUNNABLE, AttemptResult, RunStatus
+from worker.context import RunContext, TenantCache, read_job
+from worker.dead import DeadLetters
+from worker.outcome import Verdict, body_of, breaker_failure, judge
+from worker.requests import call_headers
+from worker.targets import CallResult, HttpCaller, KafkaCaller
+
+log = logging.getLogger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunHandler:
+    """Handles DueRun messages of any lane; safe to run many at once."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        store: CassandraStore,
+        limits: FlowLimits | None,
+        http: HttpCaller,
+        kafka: KafkaCaller,
+        worker_id: str,
+        *,
+        clock: Clock = utc_now,
+        rand: Callable[[], float] = random.random,
+    ):
+        self.settings = settings
+        self.store = store
+        self.limits = limits
+        self.http = http
+        self.kafka = kafka
+        self.worker_id = worker_id
+        self.clock = clock
+        self.rand = rand
+        self.tenants = TenantCache(store)
+        self.dead = DeadLetters(store, http)
+
+    async def handle(self, due: DueRun) -> None:
+        if due.kind == "lease_check":
+            await self.check_lease(due)
+        else:
+            await self.run(due)
+
+    # --- kind = run -------------------------------------------------------------------------------------------
+
+    async def run(self, due: DueRun) -> None:
+        ctx = await self.load(due)
+        if ctx is None:
+            return
+        permit = await self.admit(ctx)
+        if permit is None:
+            return
+        failed: bool | None = None
+        try:
+            started = self.clock()
+            if not await self.claim(ctx, started):
+                return
+            result = await self.call(ctx, attempt=due.attempt + 1)
+            verdict = judge(
+                result, ctx.definition, retry_policy_of(ctx.definition), due.attempt + 1, ctx.scheduled_at,
+                self.clock(), self.rand(),
+            )  # fmt: skip
+            failed = breaker_failure(result, verdict.outcome)
+        finally:
+            if self.limits is not None and isinstance(permit, Permit):
+                await asyncio.shield(self.limits.release(permit, failed, _ms(self.clock())))
+        await self.record(ctx, due.attempt + 1, result, verdict, started)
+
+    async def load(self, due: DueRun) -> RunContext | None:
+        """The run's context, or None when there is nothing to do (the reason is logged and counted)."""
+        extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
+        row = await runs.get_run(self.store, due.run_id)
+        if row is None or row["status"] in FINAL or row["status"] not in RUNNABLE or row["attempt"] != due.attempt:
+            metrics.claims.labels("skipped").inc()
+            log.debug("run is not runnable at attempt %s: %s", due.attempt, row and row["status"], extra=extra)
+            return None
+        run = runs.new_run_of(row)
+        job = await read_job(self.store, run.job_id)
+        if job is None or job["state"] != "ACTIVE" or job["version"] != run.job_version:
+            await runs.cancel(self.store, run, self.clock())
+            metrics.claims.labels("cancelled").inc()
+            log.info("run cancelled: its job is %s", _job_state(job, run.job_version), extra=extra)
+            return None
+        tenant = await self.tenants.get(run.tenant_id)
+        return RunContext(due, row, run, decode_definition(job["definition"]), tenant)
+
+    async def admit(self, ctx: RunContext) -> Permit | Denied | bool | None:
+        """A flow-control permit (True when limits are off), or None after deferring the run."""
+        if self.limits is None:
+            return True
+        w = self.settings.worker
+        caps = Caps(
+            tenant_concurrency=ctx.tenant.concurrency or w.tenant_concurrency,
+            target_concurrency=w.target_concurrency,
+            target_rate_per_s=w.target_rate_per_s,
+            hold_s=ctx.lease_s(w),
+        )
+        granted = await self.limits.acquire(ctx.run.tenant_id, ctx.target_host(), caps, _ms(self.clock()))
+        if isinstance(granted, Permit):
+            return granted
+        await self.defer(ctx, granted)
+        return None
+
+    async def defer(self, ctx: RunContext, denied: Denied) -> None:
+        """Put the run back for later without spending an attempt."""
+        now = self.clock()
+        wait_s = max(denied.wait_s, self.settings.worker.defer_s) * (1.0 + 0.2 * self.rand())
+        until = now + timedelta(seconds=wait_s)
+        await runs.defer(self.store, ctx.run, ctx.due.attempt, until, denied.reason, now)
+        metrics.deferrals.labels(denied.reason).inc()
+        log.info("run deferred %.1f s: %s", wait_s, denied.reason, extra={**ctx.log, "attempt": ctx.due.attempt})
+
+    async def claim(self, ctx: RunContext, now: datetime) -> bool:
+        lease_until = now + timedelta(seconds=ctx.lease_s(self.settings.worker))
+        transition = await runs.claim(
+            self.store, ctx.run.run_id, ctx.due.attempt, self.worker_id, lease_until, now, known=ctx.row
+        )
+        metrics.claims.labels("won" if transition.applied else "lost").inc()
+        return transition.applied
+
+    async def call(self, ctx: RunContext, attempt: int) -> CallResult:
+        lane = ctx.due.lane
+        body = body_of(ctx.definition)
+        headers = call_headers(ctx, attempt, body, int(self.clock().timestamp()))
+        start_lag = (self.clock() - ctx.scheduled_at).total_seconds()
+        metrics.start_lag.labels(lane).observe(max(0.0, start_lag))
+        metrics.inflight.labels(lane).inc()
+        try:
+            target = ctx.definition.target
+            if isinstance(target, HttpTarget):
+                result = await self.http.call(target, body, headers)
+            else:
+                key = (target.key or str(ctx.run.job_id)).encode()
+                result = await self.kafka.call(target, ctx.tenant.kafka_topic_prefix, key, body, headers)
+        except asyncio.CancelledError:
+            await asyncio.shield(self.hand_back(ctx, attempt))
+            raise
+        finally:
+            metrics.inflight.labels(lane).dec()
+        metrics.run_seconds.labels(lane, "http" if isinstance(target, HttpTarget) else "kafka").observe(result.seconds)
+        return result
+
+    async def hand_back(self, ctx: RunContext, attempt: int) -> None:
+        """The worker is stopping mid-call: give the run back now instead of waiting for its lease."""
+        now = self.clock()
+        result = AttemptResult(RunStatus.RETRY, error="worker stopped during the call", retry_at=now)
+        await runs.finish(self.store, ctx.run, attempt, result, self.worker_id, now, now)
+        log.warning("run handed back on shutdown", extra={**ctx.log, "attempt": attempt})
+
+    async def record(
+        self, ctx: RunContext, attempt: int, result: CallResult, verdict: Verdict, started: datetime
+    ) -> None:
+        extra = {**ctx.log, "attempt": attempt}
+        recorded = await runs.finish(
+            self.store, ctx.run, attempt, verdict.record, self.worker_id, started, self.clock()
+        )
+        if not recorded:
+            metrics.runs_finished.labels(ctx.due.lane, "stale").inc()
+            log.warning("outcome not recorded: attempt %s no longer holds the run", attempt, extra=extra)
+            return
+        status = verdict.record.status
+        metrics.runs_finished.labels(ctx.due.lane, status.value.lower()).inc()
+        log.info("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
+        if status is RunStatus.DEAD:
+            await self.dead.add(ctx, verdict.record.error or "dead", self.clock())
+        await self.note_last_run(ctx.run.job_id, ctx.run.run_id, status)
+
+    async def note_last_run(self, job_id: uuid.UUID, run_id: uuid.UUID, status: RunStatus) -> None:
+        """Best effort: the job's summary of its latest run (the run row is the truth)."""
+        try:
+            await self.store.execute(
+                "UPDATE jobs SET last_run_id = ?, last_run_status = ? WHERE job_id = ?", [run_id, status.value, job_id]
+            )
+        except Exception as exc:  # a summary must never fail a run that is already recorded
+            log.warning("could not update the job's last run: %s", exc, extra={"job_id": str(job_id)})
+
+    # --- kind = lease_check -----------------------------------------------------------------------------------
+
+    async def check_lease(self, due: DueRun) -> None:
+        row = await runs.get_run(self.store, due.run_id)
+        now = self.clock()
+        if row is None or row["status"] != RunStatus.RUNNING or row["attempt"] != due.attempt:
+            return
+        if row["lease_until"] is not None and row["lease_until"] > now:
+            return  # extended by a heartbeat; a later lease_check row covers the new lease
+        run = runs.new_run_of(row)
+        job = await read_job(self.store, run.job_id)
+        retry_at = None
+        if job is not None:
+            policy = retry_policy_of(decode_definition(job["definition"]))
+            decision = decide(policy, Outcome.RETRY, due.attempt, run.scheduled_at, now, self.rand())
+            retry_at = decision.retry_at
+        if not await runs.expire_lease(self.store, run, due.attempt, retry_at, now):
+            return
+        metrics.lease_timeouts.inc()
+        extra = {"tenant": run.tenant_id, "job_id": str(run.job_id), "run_id": str(run.run_id), "attempt": due.attempt}
+        log.warning("lease expired; run %s", "retried" if retry_at else "dead", extra=extra)
+        if retry_at is None and job is not None:
+            tenant = await self.tenants.get(run.tenant_id)
+            ctx = RunContext(due, row, run, decode_definition(job["definition"]), tenant)
+            await self.dead.add(ctx, "lease expired; no attempt left", now)
+
+
+def _ms(at: datetime) -> int:
+    return int(at.timestamp() * 1000)
+
+
+def _job_state(job: dict[str, object] | None, run_version: int) -> str:
+    if job is None:
+        return "gone"
+    if job["state"] != "ACTIVE":
+        return str(job["state"]).lower()
+    return f"changed (version {job['version']}, run made at {run_version})"

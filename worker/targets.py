@@ -1,0 +1,128 @@
+"""Calling a run's target: HTTP through one pooled aiohttp session behind the egress policy, or a Kafka topic.
+
+A call never raises for what the target did: it returns a `CallResult` the outcome logic classifies. Error codes
+in PERMANENT_ERRORS of tickwheel.core.retry (egress_denied, invalid_target, tls_certificate) make the run dead
+at once; every other error (timeout, connection_error, kafka_unavailable) is retried.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import aiohttp
+from yarl import URL
+
+from schemas.messages import HttpTarget, KafkaTarget
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.egress import EgressPolicy, EgressResolver
+from tickwheel.errors import EgressRefused, Unavailable
+
+USER_AGENT = "tickwheel/0.1 (+https://www.standardwebhooks.com)"
+
+
+@dataclass(frozen=True, slots=True)
+class CallResult:
+    """What one call produced. `delivered` is set for a Kafka target the broker acknowledged."""
+
+    started_at_s: float
+    finished_at_s: float
+    status: int | None = None
+    error: str | None = None
+    detail: str | None = None
+    retry_after: str | None = None
+    excerpt: bytes = b""
+    delivered: bool = False
+
+    @property
+    def seconds(self) -> float:
+        return self.finished_at_s - self.started_at_s
+
+
+class HttpCaller:
+    """One ClientSession (pooled connections) whose resolver enforces the egress policy; redirects are never
+    followed (a 3xx is an outcome like any other)."""
+
+    def __init__(self, policy: EgressPolicy, excerpt_bytes: int, *, pool_size: int = 512):
+        self.policy = policy
+        self.excerpt_bytes = excerpt_bytes
+        self._pool_size = pool_size
+        self._session: aiohttp.ClientSession | None = None
+
+    async def start(self) -> None:
+        connector = aiohttp.TCPConnector(
+            resolver=EgressResolver(self.policy), limit=self._pool_size, ttl_dns_cache=10, enable_cleanup_closed=True
+        )
+        self._session = aiohttp.ClientSession(
+            connector=connector, trust_env=False, auto_decompress=False, headers={"User-Agent": USER_AGENT}
+        )
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def call(self, target: HttpTarget, body: bytes, headers: Mapping[str, str]) -> CallResult:
+        started = time.time()
+        url = URL(target.url)
+        refused = self._refusal(url)
+        if refused is not None:
+            return CallResult(started, time.time(), error=refused[0], detail=refused[1])
+        assert self._session is not None, "HttpCaller.start() was not awaited"
+        timeout = aiohttp.ClientTimeout(total=target.timeout_s)
+        try:
+            async with self._session.request(
+                target.method, url, data=body, headers=dict(headers), allow_redirects=False, timeout=timeout
+            ) as response:
+                excerpt = await response.content.read(self.excerpt_bytes)
+                return CallResult(
+                    started,
+                    time.time(),
+                    status=response.status,
+                    retry_after=response.headers.get("Retry-After"),
+                    excerpt=excerpt,
+                )
+        except EgressRefused as exc:
+            return CallResult(started, time.time(), error="egress_denied", detail=exc.message)
+        except TimeoutError:
+            return CallResult(started, time.time(), error="timeout", detail=f"no answer within {target.timeout_s:g} s")
+        except aiohttp.ClientConnectorCertificateError as exc:
+            return CallResult(started, time.time(), error="tls_certificate", detail=str(exc))
+        except (aiohttp.ClientError, OSError) as exc:
+            return CallResult(started, time.time(), error="connection_error", detail=_describe(exc))
+
+    def _refusal(self, url: URL) -> tuple[str, str] | None:
+        """A URL the call must not even try: bad scheme, no host, or an address literal the policy refuses."""
+        if url.scheme not in ("http", "https") or not url.host:
+            return "invalid_target", f"target URL {url} is not an http(s) URL with a host"
+        try:
+            self.policy.check_literal(url.host)
+        except EgressRefused as exc:
+            return "egress_denied", exc.message
+        return None
+
+
+class KafkaCaller:
+    """Produce a run's payload to the job's topic, if the tenant may use it; the run id travels as a header."""
+
+    def __init__(self, producer: KafkaProducer):
+        self.producer = producer
+
+    async def call(
+        self, target: KafkaTarget, allowed_prefix: str, key: bytes, body: bytes, headers: Mapping[str, str]
+    ) -> CallResult:
+        started = time.time()
+        if not target.topic.startswith(allowed_prefix) or len(target.topic) == len(allowed_prefix):
+            detail = f"topic {target.topic} is outside the tenant's prefix {allowed_prefix!r}"
+            return CallResult(started, time.time(), error="invalid_target", detail=detail)
+        kafka_headers = [(name, value.encode()) for name, value in headers.items()]
+        try:
+            await self.producer.send(target.topic, body, key=key, headers=kafka_headers)
+        except Unavailable as exc:
+            return CallResult(started, time.time(), error="kafka_unavailable", detail=exc.message)
+        return CallResult(started, time.time(), delivered=True)
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:500]
