@@ -189,12 +189,10 @@ def up(stack_dir: Path, only: set[str] | None = None, progress: Progress = print
     for name in set(names) & set(overrides):
         progress(f"{name}: using {overrides[name]} from ${SPECS[name].env_var}; not starting it")
     local = [n for n in names if n not in overrides]
-    turns = [threading.Event() for _ in local]  # spawn in SPECS order: Cassandra first
-    turns.insert(0, threading.Event())
-    turns[0].set()
+    first_spawned = threading.Event()  # the first server (Cassandra, the slowest) spawns before the others
     with ThreadPoolExecutor(max_workers=len(local) or 1) as pool:
         futures = {
-            n: pool.submit(start_server, stack_dir, n, progress, after=turns[i], spawned=turns[i + 1])
+            n: pool.submit(start_server, stack_dir, n, progress, **_order(i, first_spawned))
             for i, n in enumerate(local)
         }
     failed = {n: f.exception() for n, f in futures.items() if f.exception() is not None}
@@ -204,6 +202,11 @@ def up(stack_dir: Path, only: set[str] | None = None, progress: Progress = print
     if failed:
         raise StackError("; ".join(f"{n}: {exc}" for n, exc in failed.items()))
     return result
+
+
+def _order(index: int, first_spawned: threading.Event) -> dict[str, threading.Event | None]:
+    """The first server signals its spawn; the others wait for it."""
+    return {"after": None, "spawned": first_spawned} if index == 0 else {"after": first_spawned, "spawned": None}
 
 
 def _write_env(stack_dir: Path, overrides: Mapping[str, str]) -> dict[str, str]:

@@ -16,6 +16,10 @@ from tickwheel.stack.process import (
 )
 
 log = logging.getLogger(__name__)
+# kazoo's own logger for probe clients: "Connection dropped" while ZooKeeper starts is expected, not news.
+_probe_log = logging.getLogger(f"{__name__}.probe")
+_probe_log.propagate = False
+_probe_log.addHandler(logging.NullHandler())
 
 NAME = "zookeeper"
 CLIENT_PORT = 21810
@@ -89,7 +93,7 @@ def probe(endpoint: str) -> str:
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
-    client = KazooClient(hosts=endpoint, timeout=3.0, connection_retry=None, command_retry=None)
+    client = KazooClient(hosts=endpoint, timeout=3.0, connection_retry=None, command_retry=None, logger=_probe_log)
     try:
         client.start(timeout=3.0)
         children = client.get_children("/")
