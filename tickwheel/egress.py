@@ -57,7 +57,7 @@ def _inet_aton_part(part: str) -> int | None:
     text = part.lower()
     try:
         if text.startswith("0x"):
-            return int(text[2:] or "0", 16)
+            return int(text[2:], 16)
         if len(text) > 1 and text.startswith("0"):
             return int(text[1:], 8)
         return int(text, 10) if text.isdigit() else None
