@@ -24,8 +24,8 @@ from tickwheel.errors import TickwheelError
 
 log = logging.getLogger(__name__)
 
+# The Maven poms live in the source tree (deploy/local/<name>/pom.xml); the stack runs from a checkout.
 REPO_ROOT = Path(__file__).resolve().parents[2]
-DEPLOY_DIR = REPO_ROOT / "deploy" / "local"
 JAVA17 = Path("/usr/lib/jvm/java-17-openjdk-amd64/bin/java")
 STOP_GRACE_S = 20.0
 
@@ -237,7 +237,7 @@ def ensure_maven_jars(stack_dir: Path, name: str) -> Path:
         "-B",
         "-q",
         "-f",
-        str(DEPLOY_DIR / name / "pom.xml"),
+        str(_pom(name)),
         "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
         f"-DoutputDirectory={lib}",
         "-DincludeScope=runtime",
@@ -245,6 +245,15 @@ def ensure_maven_jars(stack_dir: Path, name: str) -> Path:
     _run(argv, dict(os.environ))
     done.write_text("ok\n")
     return lib
+
+
+def _pom(name: str) -> Path:
+    """deploy/local/<name>/pom.xml of this checkout, else of the working directory (a non-editable install)."""
+    for root in (REPO_ROOT, Path.cwd()):
+        pom = root / "deploy" / "local" / name / "pom.xml"
+        if pom.exists():
+            return pom
+    raise StackError(f"deploy/local/{name}/pom.xml not found; run the stack from a tickwheel checkout")
 
 
 def _run(argv: list[str], env: dict[str, str]) -> None:
