@@ -1,0 +1,228 @@
+"""`tickwheel coordinator`: any number of replicas, one active (leader election on an ephemeral znode). The
+active one assigns shards to the live dispatchers with minimal movement and publishes the assignment with a
+growing epoch, runs the sweeper and publishes the peak forecast (DESIGN.md protocols 7 and 8)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from coordinator.assignment import next_assignment, unowned
+from coordinator.forecast import forecast
+from coordinator.sweeper import Sweeper
+from schemas.messages import ShardAssignment, decode_assignment, encode
+from tickwheel import metrics
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, SessionState, ZooKeeper
+from tickwheel.health import HealthServer
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+
+log = logging.getLogger(__name__)
+
+MEMBERS = "/dispatchers/members"
+ASSIGNMENT = "/dispatchers/assignment"
+LEADER = "/coordinator/leader"
+
+
+class Coordinator:
+    def __init__(
+        self,
+        settings: Settings,
+        zk: ZooKeeper,
+        sweeper: Sweeper,
+        store: CassandraStore,
+        *,
+        name: str,
+        clock: Callable[[], float] = time.time,
+    ):
+        self.settings = settings
+        self.zk = zk
+        self.sweeper = sweeper
+        self.store = store
+        self.name = name
+        self._clock = clock
+        self.leader = False
+        self.assignment: ShardAssignment | None = None
+        self.forecast: list[int] = []
+        self._members: list[str] | None = None
+        self._changed = asyncio.Event()
+        self._leader_gone = asyncio.Event()
+        self._watching = False
+        self._tasks: list[asyncio.Task[Any]] = []
+
+    def now(self) -> datetime:
+        return datetime.fromtimestamp(self._clock(), UTC)
+
+    def ready(self) -> bool:
+        return self.zk.state is SessionState.CONNECTED
+
+    async def start(self) -> None:
+        self.zk.on_state(self._on_state)
+        for path in (MEMBERS, "/coordinator"):
+            await self.zk.ensure_path(path)
+        for loop in (self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop):
+            self._spawn(loop())
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.leader:
+            with contextlib.suppress(Exception):
+                await self.zk.call("delete", LEADER)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self._tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    def _on_state(self, state: SessionState) -> None:
+        if state is not SessionState.CONNECTED and self.leader:
+            log.warning("zookeeper session %s: no longer acting as leader", state.value)
+            self.leader = False
+            self._leader_gone.set()
+
+    # -- election -------------------------------------------------------------------------------------------
+    async def _election_loop(self) -> None:
+        while True:
+            if not self.leader and self.zk.state is SessionState.CONNECTED:
+                try:
+                    await self._try_lead()
+                except Exception as exc:
+                    log.warning("leader election failed: %s", exc)
+            await self._wait_leader_gone(1.0)
+
+    async def _try_lead(self) -> None:
+        try:
+            await self.zk.call("create", LEADER, self.name.encode(), ephemeral=True)
+        except NodeExistsError:
+            self._leader_gone.clear()
+            self.zk.watch_data(LEADER, self._on_leader_node)
+            return
+        log.info("coordinator %s is the leader", self.name)
+        self.leader = True
+        if not self._watching:
+            self._watching = True
+            self.zk.watch_children(MEMBERS, self._on_members)
+        self._changed.set()
+
+    def _on_leader_node(self, data: bytes | None) -> None:
+        if data is None:
+            self._leader_gone.set()
+
+    async def _wait_leader_gone(self, timeout_s: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._leader_gone.wait(), timeout_s)
+        self._leader_gone.clear()
+
+    # -- assignment -----------------------------------------------------------------------------------------
+    def _on_members(self, members: list[str]) -> None:
+        self._members = members
+        metrics.dispatchers_live.set(len(members))
+        self._changed.set()
+
+    async def _assign_loop(self) -> None:
+        while True:
+            await self._changed.wait()
+            self._changed.clear()
+            if not self.leader or self._members is None:
+                continue
+            try:
+                await self.publish(self._members)
+            except Exception as exc:
+                log.warning("publishing the assignment failed, retrying: %s", exc)
+                await asyncio.sleep(1.0)
+                self._changed.set()
+
+    async def publish(self, members: list[str]) -> ShardAssignment | None:
+        """Publish the assignment for `members` if it differs from the current one (compare-and-set)."""
+        try:
+            data, stat = await self.zk.call("get", ASSIGNMENT)
+            previous, version = (decode_assignment(data) if data else None), stat.version
+        except NoNodeError:
+            previous, version = None, -1
+        new = next_assignment(previous, members, self.settings.shards)
+        current = new or previous
+        self.assignment = current
+        metrics.assignment_epoch.set(current.epoch if current else 0)
+        metrics.unowned_shards.set(unowned(current, self.settings.shards))
+        if new is None:
+            return None
+        if version < 0:
+            await self.zk.call("create", ASSIGNMENT, encode(new), makepath=True)
+        else:
+            await self.zk.call("set", ASSIGNMENT, encode(new), version=version)
+        log.info("published assignment epoch %d for %d dispatchers", new.epoch, len(new.members))
+        return new
+
+    # -- sweeper and forecast -------------------------------------------------------------------------------
+    async def _sweep_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.coordinator.sweep_interval_s)
+            if self.leader:
+                try:
+                    repairs = await self.sweeper.sweep(self.now())
+                    if repairs:
+                        log.warning("sweeper repaired %s", {r.value: n for r, n in repairs.items()})
+                except Exception as exc:
+                    log.warning("sweep failed: %s", exc)
+
+    async def _forecast_loop(self) -> None:
+        cfg = self.settings.coordinator
+        while True:
+            if self.leader:
+                try:
+                    self.forecast = await forecast(self.store, self.now(), cfg.forecast_minutes, self.settings.shards)
+                except Exception as exc:
+                    log.warning("forecast failed: %s", exc)
+            await asyncio.sleep(cfg.forecast_interval_s)
+
+
+@dataclass
+class Running:
+    coordinator: Coordinator
+    zk: ZooKeeper
+    store: CassandraStore
+    producer: KafkaProducer
+    health: HealthServer
+    own_store: bool
+
+    async def stop(self) -> None:
+        await self.coordinator.stop()
+        await self.health.stop()
+        await self.zk.stop()
+        await self.producer.close()
+        if self.own_store:
+            await self.store.close()
+
+
+async def start(settings: Settings, *, store: CassandraStore | None = None, name: str | None = None) -> Running:
+    name = name or f"{socket.gethostname()}-{os.getpid()}"
+    own_store = store is None
+    store = store or await CassandraStore.connect(settings.cassandra)
+    producer = KafkaProducer(settings.kafka)
+    zk = ZooKeeper(settings.zookeeper)
+    await zk.start()
+    coordinator = Coordinator(settings, zk, Sweeper(settings, store, producer), store, name=name)
+    health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
+    await health.start()
+    await coordinator.start()
+    log.info("coordinator %s serving on port %d", name, health.port)
+    return Running(coordinator, zk, store, producer, health, own_store)
+
+
+async def serve(settings: Settings) -> None:
+    running = await start(settings)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await running.stop()

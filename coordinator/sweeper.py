@@ -1,0 +1,161 @@
+"""The sweeper: finds ACTIVE jobs whose next run is missing, or overdue and never fired, and repairs them.
+
+Every repair is counted (metrics.sweeper_repairs) and logged at WARNING with the job id: a silent miss must not
+stay silent. The decision is pure (`diagnose`); `Sweeper` reads, repairs and announces.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from schemas.messages import topic_names
+from tickwheel import metrics
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.near import announce
+from tickwheel.settings import Settings
+from tickwheel.store.buckets import due_run_for
+from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.chain import JobRow, advance_job, is_recurring
+from tickwheel.store.runs import NewRun, create_run
+
+log = logging.getLogger(__name__)
+
+SCAN_JOBS = (
+    "SELECT job_id, tenant_id, shard, state, version, definition, lane, next_run_id, next_run_at, fired_count,"
+    " created_at FROM jobs"
+)
+SELECT_RUN = "SELECT status, attempt, due_at FROM runs WHERE run_id = ?"
+REFIRE_RUN = "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = 'SCHEDULED' AND attempt = 0"
+
+
+class Repair(enum.StrEnum):
+    RECREATE = "missing_run"
+    """The next run has no row: write it again at its time."""
+    CHAIN_FROM_NOW = "missing_run_stale"
+    """The next run has no row and its time passed long ago: move the job to its next fire after now."""
+    REFIRE = "overdue"
+    """The next run is still SCHEDULED well past its time: put its bucket row at now so it fires."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    status: str
+    attempt: int
+    due_at: datetime | None
+
+
+def diagnose(
+    recurring: bool, state: str, next_run_at: datetime | None, run: RunView | None, now: datetime, grace: timedelta
+) -> Repair | None:
+    """What (if anything) the job's next run needs."""
+    if state != "ACTIVE" or next_run_at is None:
+        return None
+    if run is None:
+        if not recurring:
+            return None
+        return Repair.CHAIN_FROM_NOW if next_run_at < now - grace else Repair.RECREATE
+    due = run.due_at or next_run_at
+    if run.status == "SCHEDULED" and run.attempt == 0 and due < now - grace:
+        return Repair.REFIRE
+    return None
+
+
+class Sweeper:
+    def __init__(self, settings: Settings, store: CassandraStore, producer: KafkaProducer):
+        self.settings = settings
+        self.store = store
+        self.producer = producer
+        self.grace = timedelta(seconds=settings.coordinator.sweep_grace_s)
+        self.near_topic = topic_names(settings.kafka.topic_prefix)["near"]
+
+    async def sweep(self, now: datetime) -> dict[Repair, int]:
+        """One pass over the jobs table (paged); returns the repairs made."""
+        done: dict[Repair, int] = {}
+        cursor: str | None = None
+        while True:
+            rows, cursor = await self.store.page(
+                SCAN_JOBS, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
+            )
+            for row in rows:
+                repair = await self.check(row, now)
+                if repair is not None:
+                    done[repair] = done.get(repair, 0) + 1
+            if cursor is None:
+                return done
+
+    async def check(self, row: Row, now: datetime) -> Repair | None:
+        if row["state"] != "ACTIVE" or row["next_run_id"] is None or not row["definition"]:
+            return None
+        job = JobRow.of(row)
+        next_run_at = row["next_run_at"].replace(tzinfo=UTC) if row["next_run_at"] else None
+        run = await self._run(row["next_run_id"])
+        repair = diagnose(is_recurring(job), job.state, next_run_at, run, now, self.grace)
+        if repair is None or next_run_at is None:
+            return None
+        await self._repair(repair, job, next_run_at, now)
+        metrics.sweeper_repairs.labels(reason=repair.value).inc()
+        log.warning(
+            "sweeper repaired job %s: %s (next run %s due %s)",
+            job.job_id,
+            repair.value,
+            job.next_run_id,
+            next_run_at.isoformat(),
+            extra={"tenant": job.tenant_id, "job_id": str(job.job_id), "run_id": str(job.next_run_id)},
+        )
+        return repair
+
+    async def _run(self, run_id: uuid.UUID) -> RunView | None:
+        rows = await self.store.execute(SELECT_RUN, [run_id])
+        if not rows:
+            return None
+        due = rows[0]["due_at"]
+        return RunView(rows[0]["status"], rows[0]["attempt"] or 0, due.replace(tzinfo=UTC) if due else None)
+
+    async def _repair(self, repair: Repair, job: JobRow, next_run_at: datetime, now: datetime) -> None:
+        if repair is Repair.CHAIN_FROM_NOW:
+            assert job.next_run_id is not None
+            _, following = await advance_job(
+                store=self.store,
+                job=job,
+                current_run_id=job.next_run_id,
+                after=now,
+                fired_count=job.fired_count,
+                now=now,
+            )
+            if following is not None:
+                await self._announce(following, now)
+            return
+        fire_at = next_run_at if repair is Repair.RECREATE else now
+        run = NewRun(
+            run_id=job.next_run_id or uuid.uuid4(),
+            job_id=job.job_id,
+            tenant_id=job.tenant_id,
+            job_version=job.version,
+            shard=job.shard,
+            lane=job.lane,
+            scheduled_at=next_run_at,
+            fire_at=fire_at,
+            tolerance_ms=job.definition.delay_tolerance_s * 1000,
+        )
+        if repair is Repair.REFIRE:  # its due time moves to now, so the next pass does not repair it again
+            await self.store.applied(REFIRE_RUN, [fire_at.replace(tzinfo=None), run.run_id])
+        await create_run(self.store, run, now)
+        await self._announce(run, now)
+
+    async def _announce(self, run: NewRun, now: datetime) -> None:
+        """A repaired run may fall inside a horizon the dispatchers already loaded: announce it."""
+        horizon = timedelta(seconds=self.settings.dispatcher.preload_horizon_s)
+        if run.fire_at >= now + horizon:
+            return
+        due = due_run_for(run)
+        await announce(
+            self.producer,
+            self.near_topic,
+            due,
+            partitions=self.settings.kafka.near_partitions,
+            shards=self.settings.shards,
+        )

@@ -1,0 +1,73 @@
+"""`tickwheel dispatcher`: owns shard ranges through ZooKeeper, preloads their runs into a timing wheel and fires
+them onto the lane topics (DESIGN.md protocols 2, 3 and 7)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+from dataclasses import dataclass
+
+from dispatcher.engine import Dispatcher
+from dispatcher.membership import Membership
+from dispatcher.nearfeed import NearFeed
+from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
+from tickwheel.coordination.zookeeper import ZooKeeper
+from tickwheel.health import HealthServer
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Running:
+    """A started dispatcher and everything it holds, so it can be stopped (tests run several in one process)."""
+
+    engine: Dispatcher
+    membership: Membership
+    zk: ZooKeeper
+    store: CassandraStore
+    producer: KafkaProducer
+    near: NearFeed
+    health: HealthServer
+    own_store: bool
+
+    async def stop(self) -> None:
+        await self.membership.stop()
+        await self.engine.stop()
+        await self.health.stop()
+        await self.zk.stop()
+        await self.near.close()
+        await self.producer.close()
+        if self.own_store:
+            await self.store.close()
+
+
+async def start(settings: Settings, *, store: CassandraStore | None = None, name: str | None = None) -> Running:
+    """Connect, register and start firing; returns the handle to stop it."""
+    name = name or f"{socket.gethostname()}-{os.getpid()}"
+    own_store = store is None
+    store = store or await CassandraStore.connect(settings.cassandra)
+    producer = KafkaProducer(settings.kafka, linger_ms=1)
+    consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
+    near = NearFeed(settings, consumer)
+    engine = Dispatcher(settings, store, producer, near, name=name)
+    zk = ZooKeeper(settings.zookeeper)
+    await zk.start()
+    membership = Membership(zk, engine, liveness_interval_s=settings.dispatcher.liveness_interval_s)
+    health = HealthServer(settings.dispatcher.host, settings.dispatcher.port, engine.ready)
+    await health.start()
+    engine.start()
+    await membership.start()
+    log.info("dispatcher %s serving on port %d", name, health.port)
+    return Running(engine, membership, zk, store, producer, near, health, own_store)
+
+
+async def serve(settings: Settings) -> None:
+    running = await start(settings)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await running.stop()

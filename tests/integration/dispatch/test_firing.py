@@ -1,0 +1,56 @@
+"""Runs fire onto their lane topic on time, through the preload or the near-term topic."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from schemas.messages import topic_names
+from tests.integration.dispatch.conftest import Cluster, LaneReader, announce_run, covered, new_run, wait_until, write_run
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+
+
+async def test_preloaded_runs_fire_onto_their_lane_within_a_second_of_due(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader, dsettings: Settings
+) -> None:
+    soon = datetime.now(UTC) + timedelta(seconds=4)
+    runs = [await write_run(store, new_run(uuid.uuid4(), soon + timedelta(milliseconds=300 * i), lane=lane))
+            for i, lane in enumerate(["urgent", "default", "bulk"] * 3)]
+    [d] = await cluster(1)
+    await wait_until(lambda: covered([d]))
+    ids = {r.job_id for r in runs}
+    await lanes.wait_for(lambda: len({f.run_id for f in lanes.runs(ids)}) == len(runs))
+    names = topic_names(dsettings.kafka.topic_prefix)
+    for topic, fired, headers in lanes.fired:
+        if fired.job_id in ids:
+            assert topic == names[fired.lane]
+            assert 0 <= fired.fired_at_ms - fired.fire_at_ms < 1000
+            assert headers["dispatcher"] == d.engine.name.encode()
+
+
+async def test_a_run_written_inside_the_loaded_horizon_arrives_through_the_near_term_topic(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader, dsettings: Settings, producer: KafkaProducer
+) -> None:
+    [d] = await cluster(1)
+    await wait_until(lambda: covered([d]))
+    run = await write_run(store, new_run(uuid.uuid4(), datetime.now(UTC) + timedelta(seconds=2)))
+    await announce_run(dsettings, producer, run)
+    await lanes.wait_for(lambda: bool(lanes.runs({run.job_id})))
+    [fired] = lanes.runs({run.job_id})
+    assert fired.run_id == run.run_id
+    assert 0 <= fired.fired_at_ms - fired.fire_at_ms < 1000
+
+
+async def test_the_rescan_finds_a_run_written_inside_the_horizon_and_never_announced(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader
+) -> None:
+    [d] = await cluster(1)
+    await wait_until(lambda: covered([d]))
+    now = datetime.now(UTC)
+    at = min(now + timedelta(seconds=3), now.replace(second=59, microsecond=0))
+    run = await write_run(store, new_run(uuid.uuid4(), at))
+    assert await d.engine.rescan() == 1
+    assert await d.engine.rescan() == 0
+    await lanes.wait_for(lambda: bool(lanes.runs({run.job_id})))

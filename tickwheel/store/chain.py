@@ -1,0 +1,176 @@
+"""Chaining recurring jobs at fire time: before a cron/interval run goes out, its job's next run is written.
+
+The next occurrence is written only if the job is still ACTIVE at the version the run was made for and still
+points at this run (`next_run_id`), all in one LWT on the job row; so a paused, edited or deleted job chains
+nothing, a run fired twice chains once, and the outcome of the run never matters.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from schemas.messages import DueRun, JobDefinition, ScheduleDoc, decode_definition
+from tickwheel.core.ids import run_id_for
+from tickwheel.core.policies import DstGapPolicy, DstRepeatPolicy
+from tickwheel.core.schedule import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, next_fire, parse_instant
+from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.runs import NewRun, create_run
+
+log = logging.getLogger(__name__)
+
+SELECT_JOB = (
+    "SELECT job_id, tenant_id, shard, state, version, definition, lane, next_run_id, next_run_at, fired_count,"
+    " created_at FROM jobs WHERE job_id = ?"
+)
+ADVANCE_JOB = (
+    "UPDATE jobs SET next_run_id = ?, next_run_at = ?, fired_count = ?, updated_at = ? WHERE job_id = ?"
+    " IF version = ? AND state = 'ACTIVE' AND next_run_id = ?"
+)
+
+
+class ChainResult(enum.StrEnum):
+    CHAINED = "chained"
+    """The next run is written and the job points at it."""
+    EXHAUSTED = "exhausted"
+    """The schedule has no further fire (end reached, max runs): the job points at no run."""
+    STALE = "stale"
+    """The job changed (paused, edited, deleted, already chained past this run): nothing written."""
+    NOT_RECURRING = "not_recurring"
+    """A once job, a retry or a lease check: nothing to chain."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobRow:
+    """What chaining reads from `jobs`."""
+
+    job_id: uuid.UUID
+    tenant_id: str
+    shard: int
+    state: str
+    version: int
+    definition: JobDefinition
+    lane: str
+    next_run_id: uuid.UUID | None
+    fired_count: int
+    created_at: datetime
+
+    @classmethod
+    def of(cls, row: Row) -> JobRow:
+        return cls(
+            job_id=row["job_id"],
+            tenant_id=row["tenant_id"],
+            shard=row["shard"] or 0,
+            state=row["state"],
+            version=row["version"] or 0,
+            definition=decode_definition(row["definition"]),
+            lane=row["lane"] or "default",
+            next_run_id=row["next_run_id"],
+            fired_count=row["fired_count"] or 0,
+            created_at=(row["created_at"] or datetime.now(UTC).replace(tzinfo=None)).replace(tzinfo=UTC),
+        )
+
+
+def schedule_of(doc: ScheduleDoc, created_at: datetime) -> Schedule:
+    """The core schedule of a stored definition (the API's `tickwheel.model.schedule_of` when it exists)."""
+    try:
+        from tickwheel.model import schedule_of as model_schedule_of  # type: ignore[import-not-found]
+    except ImportError:
+        return _schedule_of(doc, created_at)
+    try:
+        return model_schedule_of(doc)  # type: ignore[no-any-return]
+    except TypeError:
+        return model_schedule_of(doc, created_at)  # type: ignore[no-any-return]
+
+
+def _schedule_of(doc: ScheduleDoc, created_at: datetime) -> Schedule:
+    start = parse_instant(doc.start_at) if doc.start_at else None
+    end = parse_instant(doc.end_at) if doc.end_at else None
+    if doc.type == "once":
+        return OnceSchedule(run_at=parse_instant(doc.run_at or ""))
+    if doc.type == "interval":
+        return IntervalSchedule(
+            every_s=doc.every_s or 60, anchor_at=start or created_at, start_at=start, end_at=end, max_runs=doc.max_runs
+        )
+    return CronSchedule(
+        expr=doc.expr or "",
+        tz=doc.tz,
+        dst_gap=DstGapPolicy(doc.dst_gap),
+        dst_repeat=DstRepeatPolicy(doc.dst_repeat),
+        start_at=start,
+        end_at=end,
+        max_runs=doc.max_runs,
+    )
+
+
+async def read_job(store: CassandraStore, job_id: uuid.UUID) -> JobRow | None:
+    rows = await store.execute(SELECT_JOB, [job_id])
+    return JobRow.of(rows[0]) if rows else None
+
+
+def is_recurring(job: JobRow) -> bool:
+    return job.definition.schedule.type in ("cron", "interval")
+
+
+def next_run_of(job: JobRow, after: datetime, fired_count: int) -> NewRun | None:
+    """The job's run following the occurrence `after` (None when the schedule is exhausted)."""
+    at = next_fire(schedule_of(job.definition.schedule, job.created_at), after, fired_count=fired_count)
+    if at is None:
+        return None
+    return NewRun(
+        run_id=run_id_for(job.job_id, at),
+        job_id=job.job_id,
+        tenant_id=job.tenant_id,
+        job_version=job.version,
+        shard=job.shard,
+        lane=job.lane,
+        scheduled_at=at,
+        fire_at=at,
+        tolerance_ms=job.definition.delay_tolerance_s * 1000,
+    )
+
+
+async def chain(store: CassandraStore, due: DueRun, now: datetime) -> tuple[ChainResult, NewRun | None]:
+    """Write the next run of the job `due` belongs to, if `due` is its current first attempt."""
+    if due.kind != "run" or due.attempt != 0:
+        return ChainResult.NOT_RECURRING, None
+    job = await read_job(store, due.job_id)
+    if job is None:
+        return ChainResult.STALE, None
+    if not is_recurring(job):
+        return ChainResult.NOT_RECURRING, None
+    if job.state != "ACTIVE" or job.version != due.job_version:
+        return ChainResult.STALE, None
+    scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
+    return await advance_job(store, job, due.run_id, scheduled_at, job.fired_count + 1, now)
+
+
+async def advance_job(
+    store: CassandraStore, job: JobRow, current_run_id: uuid.UUID, after: datetime, fired_count: int, now: datetime
+) -> tuple[ChainResult, NewRun | None]:
+    """Point the job from `current_run_id` to its next run after `after` (LWT), then write that run."""
+    following = next_run_of(job, after, fired_count)
+    next_id = following.run_id if following else None
+    next_at = _naive(following.scheduled_at) if following else None
+    applied, current = await store.applied(
+        ADVANCE_JOB, [next_id, next_at, fired_count, _naive(now), job.job_id, job.version, current_run_id]
+    )
+    if not applied:
+        # A re-fire after the job already moved to our successor: make sure that run exists (idempotent), in
+        # case the first firing died between the job update and the run write.
+        already = (
+            following is not None and current.get("next_run_id") == next_id and current.get("version") == job.version
+        )
+        if not already or following is None:
+            return ChainResult.STALE, None
+    if following is None:
+        return ChainResult.EXHAUSTED, None
+    await create_run(store, following, now)
+    return ChainResult.CHAINED, following
+
+
+def _naive(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(tzinfo=None)

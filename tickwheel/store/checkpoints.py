@@ -1,0 +1,90 @@
+"""`shard_checkpoints`: the fired-through watermark of each shard, fenced by the owner's assignment epoch.
+
+An owner advances a watermark only while no newer epoch has written it: a stale owner's write is refused and
+tells it that the shard has moved on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from tickwheel.store.cassandra import CassandraStore
+
+ADVANCE = (
+    "UPDATE shard_checkpoints SET fired_through = ?, owner_epoch = ?, owner = ?, updated_at = ?"
+    " WHERE shard = ? IF owner_epoch <= ?"
+)
+FIRST = (
+    "INSERT INTO shard_checkpoints (shard, fired_through, owner_epoch, owner, updated_at)"
+    " VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
+)
+SELECT = "SELECT shard, fired_through, owner_epoch, owner FROM shard_checkpoints WHERE shard IN ?"
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    shard: int
+    fired_through: datetime
+    owner_epoch: int
+    owner: str
+
+
+async def read(store: CassandraStore, shards: Iterable[int], *, chunk: int = 128) -> dict[int, Checkpoint]:
+    """The checkpoints of `shards` that exist."""
+    wanted = sorted(set(shards))
+    found: dict[int, Checkpoint] = {}
+    for start in range(0, len(wanted), chunk):
+        for row in await store.execute(SELECT, [wanted[start : start + chunk]]):
+            if row["fired_through"] is None:
+                continue
+            found[row["shard"]] = Checkpoint(
+                shard=row["shard"],
+                fired_through=row["fired_through"].replace(tzinfo=UTC),
+                owner_epoch=row["owner_epoch"] or 0,
+                owner=row["owner"] or "",
+            )
+    return found
+
+
+async def advance_one(
+    store: CassandraStore, shard: int, fired_through: datetime, epoch: int, owner: str, now: datetime
+) -> bool:
+    """Move one watermark; False when a newer epoch owns the shard (the caller must stop firing it)."""
+    through = _naive(fired_through)
+    applied, current = await store.applied(ADVANCE, [through, epoch, owner, _naive(now), shard, epoch])
+    if applied:
+        return True
+    if current.get("owner_epoch") is not None:
+        return False
+    applied, _ = await store.applied(FIRST, [shard, through, epoch, owner, _naive(now)])
+    if applied:
+        return True
+    applied, _ = await store.applied(ADVANCE, [through, epoch, owner, _naive(now), shard, epoch])
+    return applied
+
+
+async def advance(
+    store: CassandraStore,
+    marks: Mapping[int, datetime],
+    epoch: int,
+    owner: str,
+    now: datetime,
+    *,
+    concurrency: int = 32,
+) -> dict[int, bool]:
+    """Advance several shards' watermarks (one LWT each: conditional batches must stay in one partition)."""
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(shard: int, through: datetime) -> tuple[int, bool]:
+        async with gate:
+            return shard, await advance_one(store, shard, through, epoch, owner, now)
+
+    results = await asyncio.gather(*(one(shard, through) for shard, through in marks.items()))
+    return dict(results)
+
+
+def _naive(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(tzinfo=None, microsecond=at.microsecond // 1000 * 1000)
