@@ -21,6 +21,7 @@ COMMAND_MODULES = (
     "tickwheel.stack",
     "tickwheel.commands",
     "tickwheel.platform",
+    "tickwheel.client",
     "api.commands",
     "dispatcher.commands",
     "worker.commands",

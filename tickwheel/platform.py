@@ -34,6 +34,8 @@ def ports(settings: Settings) -> dict[str, int]:
 
 def up(stack_dir: Path, progress: Any = print) -> Settings:
     """Stack, migrations, processes; returns the settings the processes run with."""
+    # Locally the worker may call loopback targets (the demo's sink); production has no such default.
+    os.environ.setdefault("TICKWHEEL_WORKER_EGRESS_ALLOW", "127.0.0.1/32")
     progress("== servers: Cassandra, Kafka, ZooKeeper, Redis (real, local, on 127.0.0.1)")
     stack.up(stack_dir, progress=progress)
     env_file = (stack_dir / "env").resolve()
