@@ -1,0 +1,40 @@
+"""The aiohttp application: middlewares (errors outermost, then authentication) and the routes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from aiohttp import web
+
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.flow.redis import RedisClient
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+
+from . import dead_letters, jobs, meta, runs
+from .auth import authenticate
+from .context import API, Api, utc_now
+from .problems import problems
+
+BODY_OVERHEAD_BYTES = 64 * 1024
+
+
+def make_app(
+    settings: Settings,
+    store: CassandraStore,
+    producer: KafkaProducer,
+    redis: RedisClient,
+    *,
+    clock: Callable[[], datetime] = utc_now,
+) -> web.Application:
+    # Bodies may carry the largest payload JSON-escaped (up to 6 bytes per byte in the worst case is not
+    # worth allowing; twice the payload plus the rest of the definition is).
+    app = web.Application(
+        middlewares=[problems, authenticate],
+        client_max_size=2 * settings.api.max_payload_bytes + BODY_OVERHEAD_BYTES,
+    )
+    app[API] = Api(settings, store, producer, redis, clock)
+    for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes):
+        app.add_routes(table)
+    return app

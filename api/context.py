@@ -1,0 +1,42 @@
+"""What every handler works with: settings, the store, the producer, Redis and the clock."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from aiohttp import web
+
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.flow.redis import RedisClient
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tenants import Tenant
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    settings: Settings
+    store: CassandraStore
+    producer: KafkaProducer
+    redis: RedisClient
+    clock: Callable[[], datetime] = utc_now
+    # key hash -> (tenant, trusted until monotonic s); a revoked key is refused within settings.api.auth_cache_s
+    key_cache: dict[str, tuple[Tenant, float]] = field(default_factory=dict)
+
+
+API = web.AppKey("api", Api)
+TENANT = web.RequestKey("tenant", Tenant)
+
+
+def api_of(request: web.Request) -> Api:
+    return request.app[API]
+
+
+def tenant_of(request: web.Request) -> Tenant:
+    return request[TENANT]

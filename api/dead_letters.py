@@ -1,0 +1,129 @@
+"""/v1/dead-letters: list (filters: job, target host, time range), redrive one, redrive a filtered set."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from tickwheel.core.instants import parse_instant
+from tickwheel.errors import InvalidInput, NotFound
+from tickwheel.store import dead_letters as letters
+from tickwheel.store.cassandra import Row
+from tickwheel.store.runs import new_run_of
+
+from .context import Api, api_of, tenant_of
+from .cursors import seal, unseal
+from .idempotency import idempotent
+from .planning import announce_if_near, due_run_of
+from .responses import json_response, list_document, page_limit, parse_uuid, path_uuid, query_instant
+from .wire import instant, parse_json
+
+routes = web.RouteTableDef()
+BULK_MAX = 1000
+BULK_FILTERS = {"jobId", "targetHost", "since", "until", "dryRun", "limit"}
+
+
+def letter_document(row: Row) -> dict[str, Any]:
+    return {
+        "run_id": str(row["run_id"]),
+        "job_id": str(row["job_id"]),
+        "dead_at": instant(row["dead_at"]),
+        "target_host": row["target_host"],
+        "last_error": row["last_error"],
+        "attempts": json.loads(row["attempts"] or "[]"),
+        "redriven_at": instant(row["redriven_at"]),
+    }
+
+
+@routes.get("/v1/dead-letters")
+async def list_letters(request: web.Request) -> web.Response:
+    api, tenant = api_of(request), tenant_of(request)
+    query = request.query
+    job_id = parse_uuid(query["job_id"], "job_id") if "job_id" in query else None
+    filters = {
+        "job_id": job_id,
+        "target_host": query.get("target_host"),
+        "since": query_instant(request, "since"),
+        "until": query_instant(request, "until"),
+    }
+    scope = "dead|" + "|".join(str(v) for v in filters.values())
+    rows, next_cursor = await letters.list_dead_letters(
+        api.store,
+        tenant.tenant_id,
+        limit=page_limit(request, api.settings.api.page_size_max),
+        cursor=unseal(tenant, scope, query.get("cursor")),
+        **filters,  # type: ignore[arg-type]
+    )
+    items = [letter_document(r) for r in rows]
+    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+
+
+async def _redrive(api: Api, letter: Row, now: datetime) -> bool:
+    run = await letters.redrive_dead_letter(api.store, letter, now, now)
+    if run is None:
+        return False
+    await announce_if_near(api, due_run_of(new_run_of(run), attempt=int(run["attempt"]), fire_at=now), now)
+    return True
+
+
+@routes.post("/v1/dead-letters/{run_id}/redrive")
+async def redrive_one(request: web.Request) -> web.Response:
+    return await idempotent(request, b"", lambda: _redrive_one(request))
+
+
+async def _redrive_one(request: web.Request) -> web.Response:
+    api, tenant = api_of(request), tenant_of(request)
+    run_id = path_uuid(request, "run_id", "dead letter")
+    letter = await letters.get_dead_letter(api.store, tenant.tenant_id, run_id)
+    if letter is None:
+        raise NotFound(f"no dead letter for run {run_id} (or it was already redriven)")
+    now = api.clock()
+    if not await _redrive(api, letter, now):
+        raise NotFound(f"run {run_id} is no longer dead")
+    return json_response({"run_id": str(run_id), "status": "RETRY", "due_at": instant(now)}, status=202)
+
+
+@routes.post("/v1/dead-letters/redrive")
+async def redrive_many(request: web.Request) -> web.Response:
+    body = await request.read()
+    return await idempotent(request, body, lambda: _redrive_many(request, body))
+
+
+def _bulk_filters(document: Any) -> dict[str, Any]:
+    if not isinstance(document, dict):
+        raise InvalidInput("the body must be a JSON object")
+    unknown = sorted(set(document) - BULK_FILTERS)
+    if unknown:
+        raise InvalidInput(f"unknown field {unknown[0]}", field=unknown[0])
+    if not isinstance(document.get("dryRun", False), bool):
+        raise InvalidInput("dryRun must be true or false", field="dryRun")
+    limit = document.get("limit", BULK_MAX)
+    if type(limit) is not int or not 1 <= limit <= BULK_MAX:
+        raise InvalidInput(f"limit must be an integer from 1 to {BULK_MAX}", field="limit")
+    for name in ("jobId", "targetHost", "since", "until"):
+        if name in document and not isinstance(document[name], str):
+            raise InvalidInput(f"{name} must be a string", field=name)
+    return document
+
+
+async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
+    api, tenant = api_of(request), tenant_of(request)
+    document = _bulk_filters(parse_json(body))
+    rows, _ = await letters.list_dead_letters(
+        api.store,
+        tenant.tenant_id,
+        limit=document.get("limit", BULK_MAX),
+        job_id=parse_uuid(document["jobId"], "jobId") if "jobId" in document else None,
+        target_host=document.get("targetHost"),
+        since=parse_instant(document["since"], field="since") if "since" in document else None,
+        until=parse_instant(document["until"], field="until") if "until" in document else None,
+    )
+    pending = [r for r in rows if r["redriven_at"] is None]
+    now = api.clock()
+    if document.get("dryRun", False):
+        return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r["run_id"]) for r in pending]})
+    redriven = [str(r["run_id"]) for r in pending if await _redrive(api, r, now)]
+    return json_response({"dry_run": False, "matched": len(pending), "redriven": len(redriven), "run_ids": redriven})

@@ -1,0 +1,261 @@
+"""/v1/jobs: create, list, read, change (pause, resume, reschedule, edit), delete, runs, preview."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from schemas.messages import JobDefinition
+from tickwheel import metrics
+from tickwheel.core.ids import shard_of
+from tickwheel.core.schedule import Schedule, preview
+from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
+from tickwheel.model import schedule_of
+from tickwheel.store import jobs as job_store
+from tickwheel.store.jobs import Job, JobChange, JobState
+from tickwheel.store.runs import NewRun, to_utc
+
+from . import quotas
+from .context import Api, api_of, tenant_of
+from .cursors import seal, unseal
+from .idempotency import idempotent
+from .planning import announce_if_near, due_run_of, next_at, plan_run, resume_at, to_ms
+from .responses import job_document, json_response, list_document, page_limit, path_uuid
+from .validation import check_definition
+from .wire import decode_body, definition_document, instant, parse_json, to_definition
+
+log = logging.getLogger(__name__)
+
+routes = web.RouteTableDef()
+PATCH_STATES = {"PAUSED": JobState.PAUSED, "ACTIVE": JobState.ACTIVE}
+
+
+def parse_definition(api: Api, request: web.Request, document: Any, now: datetime) -> tuple[JobDefinition, Schedule]:
+    """A JSON object into a checked definition and its schedule; interval jobs get their anchor now."""
+    if not isinstance(document, dict):
+        raise InvalidInput("the body must be a JSON object")
+    definition = to_definition(decode_body(document), api.settings.api.max_payload_bytes)
+    definition = _anchored(definition, now)
+    schedule = check_definition(definition, min_interval_s=quotas.min_interval_s(api, tenant_of(request)))
+    return definition, schedule
+
+
+def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
+    doc = definition.schedule
+    if doc.type != "interval" or doc.anchor_at is not None:
+        return definition
+    anchor = doc.start_at or instant(to_ms(now))
+    # msgspec structs are changed with msgspec.structs.replace (dataclasses.replace does not apply)
+    return msgspec.structs.replace(definition, schedule=msgspec.structs.replace(doc, anchor_at=anchor))
+
+
+async def job_for_tenant(request: web.Request) -> Job:
+    """The job named in the path, if it is the caller's; another tenant's job is exactly as absent as none."""
+    job_id = path_uuid(request, "job_id", "job")
+    job = await job_store.get_job(api_of(request).store, job_id)
+    if job is None or job.tenant_id != tenant_of(request).tenant_id:
+        raise NotFound(f"no job {job_id}")
+    return job
+
+
+@routes.post("/v1/jobs")
+async def create_job(request: web.Request) -> web.Response:
+    body = await request.read()
+    return await idempotent(request, body, lambda: _create(request, body))
+
+
+async def _create(request: web.Request, body: bytes) -> web.Response:
+    api, tenant = api_of(request), tenant_of(request)
+    now = api.clock()
+    definition, schedule = parse_definition(api, request, parse_json(body), now)
+    at = next_at(schedule, now, 0)
+    if at is None:
+        raise InvalidInput("the schedule has no occurrence from now on", field="schedule")
+    job_id = uuid.uuid4()
+    shard = shard_of(job_id, api.settings.shards)
+    run = plan_run(job_id, tenant.tenant_id, shard, 1, definition, at)
+    job = Job(
+        job_id, tenant.tenant_id, shard, JobState.ACTIVE, 1, definition, definition.priority,
+        run.scheduled_at, run.run_id, 0, None, None, now, now,
+    )  # fmt: skip
+    await quotas.take_job_slot(api, tenant)
+    try:
+        await job_store.create_job(api.store, job, run, now)
+    except BaseException:
+        await quotas.give_back_job_slot(api, tenant)
+        raise
+    metrics.jobs_created.labels(definition.schedule.type).inc()
+    await announce_if_near(api, due_run_of(run), now)
+    log.info("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
+    return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
+
+
+@routes.get("/v1/jobs")
+async def list_jobs(request: web.Request) -> web.Response:
+    api, tenant = api_of(request), tenant_of(request)
+    state = request.query.get("state")
+    if state is not None and state not in ("ACTIVE", "PAUSED"):
+        raise InvalidInput("state must be ACTIVE or PAUSED (deleted jobs are not listed)", field="state")
+    label = request.query.get("label")
+    if label is not None and "=" not in label:
+        raise InvalidInput("label filters are key=value", field="label")
+    scope = f"jobs|{state}|{label}"
+    ids, next_cursor = await job_store.list_job_ids(
+        api.store,
+        tenant.tenant_id,
+        limit=page_limit(request, api.settings.api.page_size_max),
+        cursor=unseal(tenant, scope, request.query.get("cursor")),
+        state=state,
+        label=label,
+    )
+    found = [await job_store.get_job(api.store, job_id) for job_id in ids]
+    items = [job_document(job) for job in found if job is not None and job.state is not JobState.DELETED]
+    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+
+
+@routes.get("/v1/jobs/{job_id}")
+async def get_job(request: web.Request) -> web.Response:
+    job = await job_for_tenant(request)
+    return json_response(job_document(job, await _last_run(request, job)), etag=job.version)
+
+
+async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
+    """The newest run whose time has come (the scheduled next run is reported as `next_run_at`)."""
+    rows = await api_of(request).store.execute(
+        "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT 5", [job.job_id]
+    )
+    for row in rows:
+        if row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED":
+            return {
+                "id": str(row["run_id"]),
+                "status": row["status"],
+                "attempt": row["attempt"],
+                "scheduled_at": instant(to_utc(row["scheduled_at"])),
+            }
+    return None
+
+
+def expected_version(request: web.Request, job: Job) -> int:
+    """The version in If-Match (428 without it, 412 when it is not the job's)."""
+    header = request.headers.get("If-Match")
+    if header is None:
+        raise PreconditionRequired("send If-Match with the job's ETag (its version)", field="If-Match")
+    text = header.strip().removeprefix("W/").strip('"')
+    if not text.isdigit() or int(text) != job.version:
+        raise PreconditionFailed(f"the job is at version {job.version}, not {text}", field="If-Match")
+    return job.version
+
+
+@routes.patch("/v1/jobs/{job_id}")
+async def patch_job(request: web.Request) -> web.Response:
+    body = await request.read()
+    return await idempotent(request, body, lambda: _patch(request, body))
+
+
+async def _patch(request: web.Request, body: bytes) -> web.Response:
+    api = api_of(request)
+    document = parse_json(body)
+    if not isinstance(document, dict):
+        raise InvalidInput("the body must be a JSON object")
+    job = await job_for_tenant(request)
+    expected_version(request, job)
+    if job.state is JobState.DELETED:
+        raise Conflict("the job is deleted")
+    now = api.clock()
+    state = _patched_state(document.pop("state", None), job)
+    definition, schedule = job.definition, None
+    if document:
+        merged = {**definition_document(job.definition), **document}
+        if "payloadBase64" in document:
+            merged.pop("payload", None)
+        elif "payload" in document:
+            merged.pop("payloadBase64", None)
+        definition, schedule = parse_definition(api, request, merged, now)
+    change, run = _plan_change(job, state, definition, schedule, now)
+    return await _apply(request, job, change, run, now)
+
+
+def _patched_state(value: Any, job: Job) -> JobState:
+    if value is None:
+        return job.state
+    if value not in PATCH_STATES:
+        raise InvalidInput("state must be PAUSED or ACTIVE", field="state")
+    return PATCH_STATES[value]
+
+
+def _plan_change(
+    job: Job, state: JobState, definition: JobDefinition, schedule: Schedule | None, now: datetime
+) -> tuple[JobChange, NewRun | None]:
+    """The job's new values and the run it should have next."""
+    if state is not JobState.ACTIVE:
+        return JobChange(state, definition, None, None), None
+    edited_schedule = schedule is not None and definition.schedule != job.definition.schedule
+    keeps_next = job.state is JobState.ACTIVE and not edited_schedule and job.next_run_at is not None
+    if keeps_next:
+        at: datetime | None = job.next_run_at
+    elif job.state is JobState.PAUSED:
+        at = resume_at(definition, schedule_of(definition), job.updated_at, now, job.fired_count)
+    else:
+        at = next_at(schedule or schedule_of(definition), now, job.fired_count)
+    if at is None:
+        return JobChange(state, definition, None, None), None
+    run = plan_run(job.job_id, job.tenant_id, job.shard, job.version + 1, definition, at)
+    return JobChange(state, definition, run.scheduled_at, run.run_id), run
+
+
+async def _apply(request: web.Request, job: Job, change: JobChange, run: NewRun | None, now: datetime) -> web.Response:
+    api = api_of(request)
+    applied, found = await job_store.reschedule(api.store, job, change, run, now)
+    if not applied:
+        raise PreconditionFailed(f"the job changed meanwhile (now at version {found})", field="If-Match")
+    if run is not None:
+        await announce_if_near(api, due_run_of(run), now)
+    updated = dataclasses.replace(
+        job,
+        state=change.state,
+        version=job.version + 1,
+        definition=change.definition,
+        lane=change.definition.priority,
+        next_run_at=change.next_run_at,
+        next_run_id=change.next_run_id,
+        updated_at=now,
+    )
+    return json_response(job_document(updated), etag=updated.version)
+
+
+@routes.delete("/v1/jobs/{job_id}")
+async def delete_job(request: web.Request) -> web.Response:
+    return await idempotent(request, b"", lambda: _delete(request))
+
+
+async def _delete(request: web.Request) -> web.Response:
+    api = api_of(request)
+    job = await job_for_tenant(request)
+    if job.state is JobState.DELETED:
+        return web.Response(status=204)
+    if "If-Match" in request.headers:
+        expected_version(request, job)
+    now = api.clock()
+    change = JobChange(JobState.DELETED, job.definition, None, None)
+    applied, found = await job_store.reschedule(api.store, job, change, None, now)
+    if not applied:
+        raise PreconditionFailed(f"the job changed meanwhile (now at version {found}); retry", field="If-Match")
+    await quotas.give_back_job_slot(api, tenant_of(request))
+    return web.Response(status=204)
+
+
+@routes.get("/v1/jobs/{job_id}/preview")
+async def preview_job(request: web.Request) -> web.Response:
+    api = api_of(request)
+    job = await job_for_tenant(request)
+    count = page_limit(request, 1000, name="count", default=10)
+    doc = job.definition.schedule
+    fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz)
+    items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst} for f in fires]
+    return json_response({"fires": items})

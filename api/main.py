@@ -1,0 +1,38 @@
+"""`tickwheel api`: the HTTP API process (aiohttp) on Cassandra, Kafka and Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aiohttp import web
+
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.flow.redis import RedisClient
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+
+from .app import make_app
+
+__all__ = ["make_app", "serve"]
+
+log = logging.getLogger(__name__)
+
+
+async def serve(settings: Settings) -> None:
+    """Connect to the servers, listen on settings.api.host:port until cancelled, then close everything."""
+    store = await CassandraStore.connect(settings.cassandra)
+    producer = KafkaProducer(settings.kafka)
+    redis = RedisClient(settings.redis)
+    runner = web.AppRunner(make_app(settings, store, producer, redis), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, settings.api.host, settings.api.port)
+    await site.start()
+    log.info("api listening on %s:%s", settings.api.host, settings.api.port)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+        await producer.close()
+        await redis.close()
+        await store.close()

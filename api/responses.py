@@ -1,0 +1,109 @@
+"""JSON answers and the small request readers every handler shares (limits, ids, times)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+
+from tickwheel.core.errors import ScheduleError
+from tickwheel.core.instants import parse_instant
+from tickwheel.errors import InvalidInput, NotFound
+from tickwheel.store.cassandra import Row
+from tickwheel.store.jobs import Job
+
+from .wire import definition_document, instant
+
+
+def json_response(
+    document: Any, *, status: int = 200, etag: int | None = None, location: str | None = None
+) -> web.Response:
+    headers = {}
+    if etag is not None:
+        headers["ETag"] = f'"{etag}"'
+    if location is not None:
+        headers["Location"] = location
+    return web.Response(status=status, text=json.dumps(document), content_type="application/json", headers=headers)
+
+
+def list_document(items: list[Any], next_cursor: str | None) -> dict[str, Any]:
+    """`{"items": [...], "next_cursor": "..."}`; the last page has no next_cursor."""
+    document: dict[str, Any] = {"items": items}
+    if next_cursor:
+        document["next_cursor"] = next_cursor
+    return document
+
+
+def job_document(job: Job, last_run: dict[str, Any] | None = None) -> dict[str, Any]:
+    document = {
+        "id": str(job.job_id),
+        "state": job.state.value,
+        "version": job.version,
+        "next_run_at": instant(job.next_run_at),
+        "next_run_id": str(job.next_run_id) if job.next_run_id else None,
+        "fired_count": job.fired_count,
+        "created_at": instant(job.created_at),
+        "updated_at": instant(job.updated_at),
+        **definition_document(job.definition),
+    }
+    if last_run is not None:
+        document["last_run"] = last_run
+    return document
+
+
+def run_document(row: Row) -> dict[str, Any]:
+    return {
+        "id": str(row["run_id"]),
+        "job_id": str(row["job_id"]),
+        "status": row["status"],
+        "attempt": row["attempt"],
+        "lane": row["lane"],
+        "scheduled_at": instant(row["scheduled_at"]),
+        "due_at": instant(row["due_at"]),
+        "lease_until": instant(row["lease_until"]),
+        "started_at": instant(row["started_at"]),
+        "finished_at": instant(row["finished_at"]),
+        "response_code": row["response_code"],
+        "last_error": row["last_error"],
+        "dead_at": instant(row["dead_at"]),
+        "redrive_count": row["redrive_count"] or 0,
+    }
+
+
+def page_limit(request: web.Request, maximum: int, *, name: str = "limit", default: int = 50) -> int:
+    """A positive integer query parameter no larger than `maximum` (422 otherwise)."""
+    text = request.query.get(name)
+    if text is None:
+        return min(default, maximum)
+    if not text.isdigit() or not 1 <= int(text) <= maximum:
+        raise InvalidInput(f"{name} must be an integer from 1 to {maximum}", field=name)
+    return int(text)
+
+
+def parse_uuid(text: str, field: str) -> uuid.UUID:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise InvalidInput(f"{field} must be a UUID", field=field) from None
+
+
+def path_uuid(request: web.Request, name: str, what: str) -> uuid.UUID:
+    """An id in the path; one that is not a UUID names nothing, so it is a 404 like any unknown id."""
+    text = request.match_info[name]
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise NotFound(f"no {what} {text!r}") from None
+
+
+def query_instant(request: web.Request, name: str) -> datetime | None:
+    text = request.query.get(name)
+    if text is None:
+        return None
+    try:
+        return parse_instant(text, field=name)
+    except ScheduleError as exc:
+        raise InvalidInput(exc.message, field=name) from None

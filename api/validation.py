@@ -1,0 +1,128 @@
+"""Checks a typed job definition must pass before it is stored (each failure: 422 naming the wire field).
+
+Types and unknown fields are checked by the codec (api.wire); this module checks values: the schedule through
+the time core, target URLs and headers, limits on retries, labels and names. Whether a target's address may be
+called is the worker's egress policy (tickwheel.egress), decided at call time, when DNS is resolved.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import urlsplit
+
+from schemas.messages import HttpTarget, JobDefinition, KafkaTarget, RetryDoc
+from tickwheel.core.errors import ScheduleError
+from tickwheel.core.schedule import Schedule, validate
+from tickwheel.errors import InvalidInput
+from tickwheel.model import schedule_of
+
+from .wire import camel_field
+
+HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
+MAX_LABELS = 32
+MAX_LABEL_VALUE = 256
+MAX_NAME = 200
+MAX_URL = 2048
+MAX_HEADERS = 64
+MAX_TIMEOUT_S = 900.0
+MAX_ATTEMPTS = 100
+MAX_TOLERANCE_S = 86_400
+MAX_CATCH_UP = 1000
+
+
+def check_definition(definition: JobDefinition, *, min_interval_s: int) -> Schedule:
+    """Raise InvalidInput unless `definition` may be stored; returns its core schedule."""
+    schedule = check_schedule(definition, min_interval_s)
+    if isinstance(definition.target, HttpTarget):
+        check_http_target(definition.target)
+    else:
+        check_kafka_target(definition.target)
+    check_retry(definition.retry_policy)
+    _check_range(definition.delay_tolerance_s, 0, MAX_TOLERANCE_S, "delayToleranceS")
+    check_labels(definition.labels)
+    if definition.name is not None and not 0 < len(definition.name) <= MAX_NAME:
+        raise InvalidInput(f"name must be 1 to {MAX_NAME} characters", field="name")
+    if definition.alert_url is not None:
+        check_url(definition.alert_url, "alertUrl")
+    return schedule
+
+
+def check_schedule(definition: JobDefinition, min_interval_s: int) -> Schedule:
+    doc = definition.schedule
+    _check_range(doc.catch_up_max_count, 0, MAX_CATCH_UP, "schedule.catchUpMaxCount")
+    _check_range(doc.catch_up_max_age_s, 0, 366 * 86_400, "schedule.catchUpMaxAgeS")
+    try:
+        schedule = schedule_of(definition)
+        validate(schedule, min_interval_s=min_interval_s)
+    except ScheduleError as exc:
+        raise InvalidInput(exc.message, field=camel_field(exc.field)) from None
+    return schedule
+
+
+def check_url(url: str, field: str) -> None:
+    if len(url) > MAX_URL:
+        raise InvalidInput(f"the URL is longer than {MAX_URL} characters", field=field)
+    if any(c in url for c in "\r\n\t ") or not url.isprintable():
+        raise InvalidInput("the URL contains whitespace or control characters", field=field)
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        raise InvalidInput(f"the URL is not valid: {exc}", field=field) from None
+    if parts.scheme not in ("http", "https"):
+        raise InvalidInput("the URL must start with http:// or https://", field=field)
+    if not parts.hostname:
+        raise InvalidInput("the URL has no host", field=field)
+    if parts.username is not None or parts.password is not None:
+        raise InvalidInput("the URL must not carry credentials; send them in headers", field=field)
+    if port == 0:
+        raise InvalidInput("the URL's port must be 1 to 65535", field=field)
+
+
+def check_http_target(target: HttpTarget) -> None:
+    check_url(target.url, "target.url")
+    if len(target.headers) > MAX_HEADERS:
+        raise InvalidInput(f"at most {MAX_HEADERS} headers", field="target.headers")
+    for name, value in target.headers.items():
+        if not HEADER_NAME.match(name):
+            raise InvalidInput(f"header name {name!r} is not a valid HTTP token", field=f"target.headers.{name}")
+        if "\r" in value or "\n" in value or "\0" in value:
+            raise InvalidInput(f"header {name!r} contains CR, LF or NUL", field=f"target.headers.{name}")
+    if not 0 < target.timeout_s <= MAX_TIMEOUT_S:
+        raise InvalidInput(f"timeoutS must be above 0 and at most {MAX_TIMEOUT_S:g}", field="target.timeoutS")
+    for code in target.success_codes or ():
+        _check_range(code, 100, 599, "target.successCodes")
+
+
+def check_kafka_target(target: KafkaTarget) -> None:
+    if not TOPIC_NAME.match(target.topic):
+        raise InvalidInput("topic must be 1 to 249 of A-Z a-z 0-9 . _ -", field="target.topic")
+    if target.key is not None and len(target.key) > 1024:
+        raise InvalidInput("key must be at most 1024 characters", field="target.key")
+
+
+def check_retry(policy: RetryDoc) -> None:
+    _check_range(policy.max_attempts, 1, MAX_ATTEMPTS, "retryPolicy.maxAttempts")
+    if not 0 < policy.base_delay_s <= policy.max_delay_s <= 86_400:
+        raise InvalidInput("need 0 < baseDelayS <= maxDelayS <= 86400", field="retryPolicy.baseDelayS")
+    if not 0 <= policy.jitter <= 1:
+        raise InvalidInput("jitter must be between 0 and 1", field="retryPolicy.jitter")
+    if policy.max_age_s is not None and policy.max_age_s <= 0:
+        raise InvalidInput("maxAgeS must be above 0 (or null for no limit)", field="retryPolicy.maxAgeS")
+
+
+def check_labels(labels: dict[str, str]) -> None:
+    if len(labels) > MAX_LABELS:
+        raise InvalidInput(f"at most {MAX_LABELS} labels", field="labels")
+    for key, value in labels.items():
+        if not LABEL_KEY.match(key):
+            raise InvalidInput(f"label key {key!r} must match {LABEL_KEY.pattern}", field=f"labels.{key}")
+        if len(value) > MAX_LABEL_VALUE or not value.isprintable():
+            raise InvalidInput(f"label value must be printable, at most {MAX_LABEL_VALUE}", field=f"labels.{key}")
+
+
+def _check_range(value: float, low: float, high: float, field: str) -> None:
+    if not low <= value <= high:
+        raise InvalidInput(f"{field} must be between {low:g} and {high:g}", field=field)
