@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwheel.errors import Conflict, NotFound
+from tickwheel.signing import generate_secret
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import to_utc
 
@@ -67,7 +68,7 @@ async def create_tenant(
     )
     if not applied:
         raise Conflict(f"a tenant named {name!r} already exists", field="name")
-    secret = secrets.token_urlsafe(32)
+    secret = generate_secret()
     await store.execute(
         "INSERT INTO tenants (tenant_id, name, created_at, signing_secrets) VALUES (?, ?, ?, ?)",
         [tenant_id, name, now, [secret]],
@@ -160,6 +161,6 @@ async def rotate_signing_secret(store: CassandraStore, tenant_id: str) -> Tenant
     tenant = await get_tenant(store, tenant_id)
     if tenant is None:
         raise NotFound(f"no tenant {tenant_id!r}")
-    kept = [secrets.token_urlsafe(32), *tenant.signing_secrets][:SECRETS_KEPT]
+    kept = [generate_secret(), *tenant.signing_secrets][:SECRETS_KEPT]
     await store.execute("UPDATE tenants SET signing_secrets = ? WHERE tenant_id = ?", [kept, tenant_id])
     return dataclasses.replace(tenant, signing_secrets=tuple(kept))
