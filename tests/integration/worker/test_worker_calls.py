@@ -1,0 +1,124 @@
+"""The worker against the real servers and a local sink: outcomes, retries, signatures, dead letters."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import time
+from datetime import timedelta
+
+from schemas.messages import HttpTarget, RetryDoc, decode_alert
+from tests.integration.worker.conftest import Scene, eventually, now_utc
+from tickwheel.sink import SinkCall
+from tickwheel.store import runs
+
+
+def standard_webhooks_valid(secret: str, call: SinkCall) -> bool:
+    """An independent Standard Webhooks check (hmac/base64 by hand, no tickwheel code)."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    msg_id, stamp = call.header("webhook-id"), call.header("webhook-timestamp")
+    signed = f"{msg_id}.{stamp}.".encode() + call.body
+    expected = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+    fresh = abs(time.time() - int(stamp or 0)) < 300
+    return fresh and any(hmac.compare_digest(expected, s) for s in (call.header("webhook-signature") or "").split())
+
+
+async def test_a_run_is_called_once_signed_and_recorded_succeeded(scene: Scene) -> None:
+    await scene.worker()
+    run = await scene.job(HttpTarget(url=scene.sink.url("/ok"), headers={"X-Job": "mine", "Idempotency-Key": "no"}))
+    [call] = await scene.sink.wait_for("/ok", 1)
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
+    assert call.method == "POST"
+    assert call.body == b'{"hello": "world"}'
+    assert call.header("Idempotency-Key") == str(run.run_id)
+    assert call.header("webhook-id") == str(run.run_id)
+    assert call.header("X-Tickwheel-Attempt") == "1"
+    assert call.header("X-Job") == "mine"
+    assert (call.header("traceparent") or "").startswith(f"00-{run.run_id.hex}-")
+    assert standard_webhooks_valid(scene.secrets[0], call)
+    assert (row["attempt"], row["response_code"], row["worker"]) == (1, 200, scene.workers[0].id)
+    [attempt] = await runs.get_attempts(scene.store, run.run_id)
+    assert (attempt["outcome"], attempt["response_code"], attempt["response_excerpt"]) == ("SUCCEEDED", 200, "ok")
+    job = await scene.store.execute("SELECT last_run_id, last_run_status FROM jobs WHERE job_id = ?", [run.job_id])
+    assert job == [{"last_run_id": run.run_id, "last_run_status": "SUCCEEDED"}]
+    assert scene.sink.calls_to("/ok") == [call]
+
+
+async def test_a_500_is_retried_as_a_new_run_row_and_then_succeeds_with_the_same_webhook_id(scene: Scene) -> None:
+    await scene.worker()
+    run = await scene.job(HttpTarget(url=scene.sink.url("/flaky", seq="500,200")))
+    calls = await scene.sink.wait_for("/flaky", 2)
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
+    assert [c.status for c in calls] == [500, 200]
+    assert {c.header("webhook-id") for c in calls} == {str(run.run_id)}
+    assert [c.header("X-Tickwheel-Attempt") for c in calls] == ["1", "2"]
+    assert row["attempt"] == 2
+    outcomes = [
+        (a["attempt"], a["outcome"], a["response_code"]) for a in await runs.get_attempts(scene.store, run.run_id)
+    ]
+    assert outcomes == [(1, "RETRY", 500), (2, "SUCCEEDED", 200)]
+    retries = [d for d in scene.firer.fired if d.run_id == run.run_id]
+    assert [(d.kind, d.attempt) for d in retries if d.kind == "run"] == [("run", 0), ("run", 1)]
+
+
+async def test_a_404_is_dead_at_once_with_a_dead_letter_and_a_signed_owner_alert(scene: Scene) -> None:
+    await scene.worker()
+    run = await scene.job(
+        HttpTarget(url=scene.sink.url("/missing", status=404)), alert_url=scene.sink.url("/alerts"), payload='{"n": 7}'
+    )
+    row = await scene.wait_status(run.run_id, "DEAD")
+    assert row["response_code"] == 404 and "HTTP 404" in row["last_error"]
+    [letter] = await eventually(
+        lambda: scene.store.execute("SELECT * FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
+    )
+    assert (letter["run_id"], letter["payload"], letter["target_host"]) == (run.run_id, b'{"n": 7}', "127.0.0.1")
+    assert '"response_code": 404' in letter["attempts"]
+    [alert_call] = await scene.sink.wait_for("/alerts", 1)
+    alert = decode_alert(alert_call.body)
+    assert (alert.type, alert.run_id, alert.attempts) == ("run.dead", run.run_id, 1)
+    assert standard_webhooks_valid(scene.secrets[0], alert_call)
+    assert len(scene.sink.calls_to("/missing")) == 1
+
+
+async def test_a_429_retry_waits_at_least_its_retry_after(scene: Scene) -> None:
+    await scene.worker()
+    run = await scene.job(HttpTarget(url=scene.sink.url("/busy", seq="429,200", retry_after="2")))
+    [first] = await scene.sink.wait_for("/busy", 1)
+    row = await scene.wait_status(run.run_id, "RETRY", "SUCCEEDED")
+    assert row["due_at"] is not None and row["due_at"] >= now_utc().replace(microsecond=0) + timedelta(seconds=0.5)
+    calls = await scene.sink.wait_for("/busy", 2, timeout_s=10)
+    await scene.wait_status(run.run_id, "SUCCEEDED")
+    assert calls[1].received_at - first.received_at >= 2.0
+    retry = next(d for d in scene.firer.fired if d.run_id == run.run_id and d.attempt == 1)
+    assert retry.fire_at_ms / 1000 >= first.received_at + 2.0 - 0.01
+
+
+async def test_a_call_that_times_out_is_retried_then_dead_when_attempts_run_out(scene: Scene) -> None:
+    await scene.worker()
+    retry = RetryDoc(max_attempts=2, base_delay_s=0.1, max_delay_s=0.1, jitter=0.0)
+    run = await scene.job(HttpTarget(url=scene.sink.url("/slow", delay_ms=1500), timeout_s=0.3), retry=retry)
+    row = await scene.wait_status(run.run_id, "DEAD")
+    attempts = await runs.get_attempts(scene.store, run.run_id)
+    assert [(a["outcome"], a["error"].split(":")[0]) for a in attempts] == [("RETRY", "timeout"), ("DEAD", "timeout")]
+    assert "max_attempts 2" in row["last_error"]
+    assert row["response_code"] is None
+
+
+async def test_a_redirect_is_not_followed_and_counts_as_a_failure(scene: Scene) -> None:
+    await scene.worker()
+    run = await scene.job(HttpTarget(url=scene.sink.url("/moved", redirect=scene.sink.url("/elsewhere"))))
+    row = await scene.wait_status(run.run_id, "DEAD")
+    assert row["response_code"] == 302
+    assert len(scene.sink.calls_to("/moved")) == 1
+    assert scene.sink.calls_to("/elsewhere") == []
+
+
+async def test_a_connection_reset_is_retried(scene: Scene) -> None:
+    await scene.worker()
+    retry = RetryDoc(max_attempts=2, base_delay_s=0.1, max_delay_s=0.1, jitter=0.0)
+    run = await scene.job(HttpTarget(url=scene.sink.url("/reset", reset=1)), retry=retry)
+    await scene.wait_status(run.run_id, "DEAD")
+    attempts = await runs.get_attempts(scene.store, run.run_id)
+    assert [a["error"].split(":")[0] for a in attempts] == ["connection_error", "connection_error"]
+    assert len(scene.sink.calls_to("/reset")) == 2
