@@ -1,0 +1,77 @@
+"""`tickwheel tenants ...`: create tenants and manage their API keys (keys are printed once, stored hashed)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from tickwheel.store import tenants
+from tickwheel.store.cassandra import CassandraStore
+
+
+def add_commands(subparsers: Any) -> None:
+    parser = subparsers.add_parser("tenants", help="create tenants, list them, rotate or revoke their API keys")
+    commands = parser.add_subparsers(dest="tenants_command", required=True)
+    create = commands.add_parser("create", help="create a tenant; its API key is the last line printed")
+    create.add_argument("name")
+    create.set_defaults(func=_with_store(_create))
+    listing = commands.add_parser("list", help="list tenants and their keys")
+    listing.set_defaults(func=_with_store(_list))
+    keys = commands.add_parser("keys", help="rotate or revoke a tenant's API keys").add_subparsers(
+        dest="keys_command", required=True
+    )
+    rotate = keys.add_parser("rotate", help="make a new key (printed last) and revoke the older ones")
+    rotate.add_argument("name")
+    rotate.set_defaults(func=_with_store(_rotate))
+    revoke = keys.add_parser("revoke", help="revoke one key by its id")
+    revoke.add_argument("name")
+    revoke.add_argument("key_id")
+    revoke.set_defaults(func=_with_store(_revoke))
+
+
+def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitable[int]]) -> Any:
+    def run(args: argparse.Namespace) -> Any:
+        async def main() -> int:
+            from tickwheel.cli import load_settings
+
+            store = await CassandraStore.connect(load_settings().cassandra)
+            try:
+                return await command(store, args)
+            finally:
+                await store.close()
+
+        return main()
+
+    return run
+
+
+async def _create(store: CassandraStore, args: argparse.Namespace) -> int:
+    tenant, key = await tenants.create_tenant(store, args.name, datetime.now(UTC))
+    print(f"tenant {tenant.name} created (id {tenant.tenant_id}); its API key, shown only now:")
+    print(key)
+    return 0
+
+
+async def _list(store: CassandraStore, args: argparse.Namespace) -> int:
+    for tenant in await tenants.list_tenants(store):
+        keys = await tenants.list_keys(store, tenant.tenant_id)
+        live = ", ".join(k.key_id for k in keys if k.revoked_at is None) or "none"
+        print(f"{tenant.name}\t{tenant.tenant_id}\tlive keys: {live}")
+    return 0
+
+
+async def _rotate(store: CassandraStore, args: argparse.Namespace) -> int:
+    tenant = await tenants.tenant_by_name(store, args.name)
+    made, key = await tenants.rotate_key(store, tenant.tenant_id, datetime.now(UTC))
+    print(f"new key {made.key_id} for {tenant.name}; older keys are revoked. The key, shown only now:")
+    print(key)
+    return 0
+
+
+async def _revoke(store: CassandraStore, args: argparse.Namespace) -> int:
+    tenant = await tenants.tenant_by_name(store, args.name)
+    await tenants.revoke_key(store, tenant.tenant_id, args.key_id, datetime.now(UTC))
+    print(f"key {args.key_id} of {tenant.name} revoked")
+    return 0
