@@ -56,10 +56,15 @@ class Workload:
         first = start + timedelta(seconds=self.lead_s)
         plan = []
         for i in range(self.runs):
-            due = first + timedelta(seconds=i * step)
+            due = _to_ms(first + timedelta(seconds=i * step))
             ahead = min(self.ahead_s, self.lead_s + i * step)
             plan.append(Planned(uuid.uuid4(), f"t{i % self.tenants}", due, due - timedelta(seconds=ahead)))
         return plan
+
+
+def _to_ms(at: datetime) -> datetime:
+    """Milliseconds are the precision of tickwheel's instants and run ids; every system gets the same instants."""
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
 
 @dataclass(frozen=True, slots=True)
