@@ -142,3 +142,16 @@ migration Job both render it, so they cannot disagree.
 {{- end -}}
 {{- join "|" $minutes -}}
 {{- end -}}
+
+{{/* A container's env list (empty when nothing is set): (dict "root" $ "c" $component "v" $values). */}}
+{{- define "tickwheel.containerEnv" -}}
+{{- if eq .c.process "worker" }}
+- name: TICKWHEEL_WORKER_LANES
+  value: {{ join "," .v.lanes | quote }}
+{{- end }}
+{{- include "tickwheel.secretEnv" .root }}
+{{- range $name, $value := .v.extraEnv }}
+- name: {{ $name }}
+  value: {{ include "tickwheel.envValue" $value | quote }}
+{{- end }}
+{{- end -}}
