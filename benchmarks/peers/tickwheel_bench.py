@@ -48,13 +48,13 @@ async def create_tenant(name: str) -> str:
     return lines[-1].strip()
 
 
-def job_body(run: Planned, url: str) -> dict[str, object]:
-    """A once-job due at the run's instant, calling the sink with a POST."""
+def once_job(due_at: datetime, url: str, name: str) -> dict[str, object]:
+    """The body of a once-job due at `due_at` that POSTs to `url` (also used by the Locust load tests)."""
     return {
-        "schedule": {"type": "once", "runAt": instant(run.due_at)},
+        "schedule": {"type": "once", "runAt": instant(due_at)},
         "target": {"type": "http", "url": url, "method": "POST"},
-        "payload": {"bench": str(run.run_id)},
-        "name": f"bench-{run.run_id}",
+        "payload": {"name": name},
+        "name": name,
     }
 
 
@@ -99,8 +99,8 @@ class TickwheelSystem:
     async def _submit(self, run: Planned, sink: Sink) -> Expected:
         assert self._http is not None, "start() first"
         headers = {"Authorization": f"Bearer {self.keys[run.tenant]}", "Idempotency-Key": str(run.run_id)}
-        async with self._http.post("/v1/jobs", json=job_body(run, harness.sink_url(sink, run.tenant)),
-                                   headers=headers) as answer:  # fmt: skip
+        body = once_job(run.due_at, harness.sink_url(sink, run.tenant), f"bench-{run.run_id}")
+        async with self._http.post("/v1/jobs", json=body, headers=headers) as answer:
             document = await answer.json(content_type=None)
             if answer.status != 201:
                 raise SubmissionRefused(f"{answer.status}: {document}")
