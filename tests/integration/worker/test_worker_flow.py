@@ -1,0 +1,163 @@
+"""The worker's guards on the real servers: egress refusal, breaker, tenant cap, Kafka targets, leases,
+duplicates and jobs changed under their runs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+
+import pytest
+
+from schemas.messages import HttpTarget, KafkaTarget, RetryDoc, encode, topic_names
+from tests.integration.worker.conftest import Scene, eventually, now_utc
+from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, ensure_topics
+from tickwheel.egress import EgressPolicy, EgressResolver
+from tickwheel.errors import EgressRefused
+from tickwheel.flow.limits import FlowLimits
+from tickwheel.flow.redis import RedisClient
+from tickwheel.store import runs
+from worker.main import Worker
+
+ONE_TRY = RetryDoc(max_attempts=1)
+
+
+@pytest.mark.parametrize("host", ["169.254.169.254", "0177.0.0.2", "10.0.0.1", "[::ffff:127.0.0.2]", "2130706434"])
+async def test_a_private_target_is_refused_recorded_and_dead_lettered(scene: Scene, host: str) -> None:
+    await scene.worker()
+    run = await scene.job(HttpTarget(url=f"http://{host}:{scene.sink.port}/steal", timeout_s=2))
+    row = await scene.wait_status(run.run_id, "DEAD")
+    assert row["last_error"].startswith("egress_denied: target ")
+    assert row["response_code"] is None
+    letters = await eventually(
+        lambda: scene.store.execute("SELECT run_id FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
+    )
+    assert letters == [{"run_id": run.run_id}]
+    assert scene.sink.calls == []
+
+
+async def test_a_name_resolving_to_loopback_is_refused_by_the_resolver_itself() -> None:
+    resolver = EgressResolver(EgressPolicy())
+    with pytest.raises(EgressRefused):
+        await resolver.resolve("localhost", 80)
+    allowed = await EgressResolver(EgressPolicy.from_cidrs(["127.0.0.0/8", "::1/128"])).resolve("localhost", 80)
+    assert {r["host"] for r in allowed} <= {"127.0.0.1", "::1"} and allowed
+
+
+async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_and_a_probe_closes_it(
+    scene: Scene,
+) -> None:
+    await scene.worker(breaker_min_calls=4, breaker_window_s=10.0, breaker_open_s=1.5)
+    failing = [await scene.job(HttpTarget(url=scene.sink.url("/down", status=503)), retry=ONE_TRY) for _ in range(4)]
+    for run in failing:
+        await scene.wait_status(run.run_id, "DEAD")
+    limits = FlowLimits(scene.settings.worker, RedisClient(scene.settings.redis, prefix=f"{scene.tenant}:"))
+    assert await limits.breaker_open_until_ms("127.0.0.1") is not None
+    held = await scene.job(HttpTarget(url=scene.sink.url("/up")))
+    deferred = await eventually(
+        lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r["kind"] == "deferred" for r in rows)
+    )
+    assert deferred[0]["error"] == "breaker_open"
+    assert deferred[0]["attempt"] == 0  # no attempt spent
+    row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
+    assert row["attempt"] == 1
+    assert await limits.breaker_open_until_ms("127.0.0.1") is None
+    assert len(scene.sink.calls_to("/up")) == 1
+    await limits.redis.close()
+
+
+async def test_the_tenant_concurrency_cap_holds_and_deferred_runs_still_complete(scene: Scene) -> None:
+    await scene.store.execute("UPDATE tenants SET concurrency = 2 WHERE tenant_id = ?", [scene.tenant])
+    await scene.worker()
+    batch = [await scene.job(HttpTarget(url=scene.sink.url("/slow", delay_ms=600))) for _ in range(6)]
+    for run in batch:
+        await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=30)
+    assert scene.sink.peak_concurrency("/slow") == 2
+    assert len(scene.sink.calls_to("/slow")) == 6
+    reasons = {a["error"] for run in batch for a in await runs.get_attempts(scene.store, run.run_id)}
+    assert "tenant_concurrency" in reasons
+
+
+async def test_a_kafka_target_receives_the_payload_with_the_run_id_and_foreign_topics_are_refused(scene: Scene) -> None:
+    topic = f"{scene.tenant}.orders"
+    await ensure_topics(scene.settings.kafka, {topic: 1})
+    await scene.worker()
+    run = await scene.job(KafkaTarget(topic=topic, key="order-1"), payload='{"order": 1}')
+    await scene.wait_status(run.run_id, "SUCCEEDED")
+    consumer = KafkaConsumer(scene.settings.kafka)
+    await consumer.assign([(topic, 0, OFFSET_BEGINNING)])
+    records = await eventually(lambda: consumer.poll(10, 0.5), bool)
+    await consumer.close()
+    [record] = records
+    headers = dict(record.headers)
+    assert (record.value, record.key) == (b'{"order": 1}', b"order-1")
+    assert headers["Idempotency-Key"] == str(run.run_id).encode()
+    assert headers["webhook-id"] == str(run.run_id).encode()
+    foreign = await scene.job(KafkaTarget(topic="other-tenant.orders"))
+    row = await scene.wait_status(foreign.run_id, "DEAD")
+    assert row["last_error"].startswith("invalid_target: topic other-tenant.orders is outside")
+
+
+async def test_an_expired_lease_retries_the_run_with_the_same_webhook_id(scene: Scene) -> None:
+    run = await scene.job(HttpTarget(url=scene.sink.url("/after-lease")), at=now_utc() + timedelta(minutes=5))
+    # A worker that claimed the run and vanished: RUNNING at attempt 1 with a lease of one second.
+    claimed = await runs.claim(scene.store, run.run_id, 0, "ghost", now_utc() + timedelta(seconds=1), now_utc())
+    assert claimed.applied
+    await scene.worker()
+    [call] = await scene.sink.wait_for("/after-lease", 1, timeout_s=15)
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
+    assert call.header("webhook-id") == str(run.run_id)
+    assert call.header("X-Tickwheel-Attempt") == "2"
+    assert row["attempt"] == 2
+    kinds = [(a["attempt"], a["kind"], a["outcome"]) for a in await runs.get_attempts(scene.store, run.run_id)]
+    assert kinds == [(1, "lease_expired", "RETRY"), (2, "call", "SUCCEEDED")]
+
+
+async def test_a_refired_duplicate_is_dropped_and_a_changed_job_cancels_its_run(scene: Scene) -> None:
+    await scene.worker()
+    run = await scene.job(HttpTarget(url=scene.sink.url("/once")))
+    await scene.wait_status(run.run_id, "SUCCEEDED")
+    first = next(d for d in scene.firer.fired if d.run_id == run.run_id)
+    for _ in range(3):  # the dispatcher re-fires after a failover
+        await scene.producer.send(topic_names(scene.settings.kafka.topic_prefix)["default"], encode(first))
+    changed = await scene.job(HttpTarget(url=scene.sink.url("/changed")), at=now_utc() + timedelta(seconds=1))
+    await scene.store.execute("UPDATE jobs SET version = 2 WHERE job_id = ?", [changed.job_id])
+    paused = await scene.job(HttpTarget(url=scene.sink.url("/paused")), state="PAUSED")
+    await scene.wait_status(changed.run_id, "CANCELLED")
+    await scene.wait_status(paused.run_id, "CANCELLED")
+    await asyncio.sleep(0.5)
+    assert len(scene.sink.calls_to("/once")) == 1
+    assert scene.sink.calls_to("/changed") == scene.sink.calls_to("/paused") == []
+
+
+async def test_a_stopping_worker_finishes_what_it_holds_and_commits_it(scene: Scene) -> None:
+    worker = await scene.worker()
+    run = await scene.job(HttpTarget(url=scene.sink.url("/drain", delay_ms=800)))
+    await eventually(lambda: inflight(worker), lambda n: n == 1)
+    started = time.monotonic()
+    await worker.stop()
+    scene.workers.remove(worker)
+    assert time.monotonic() - started < scene.settings.worker.shutdown_grace_s
+    assert (await scene.run_row(run.run_id))["status"] == "SUCCEEDED"
+    second = await scene.worker()  # same consumer group: the committed offset is past the finished message
+    await asyncio.sleep(1.0)
+    assert second.inflight == 0
+    assert len(scene.sink.calls_to("/drain")) == 1
+
+
+async def test_a_worker_stopping_mid_call_hands_the_run_back_for_another_worker(scene: Scene) -> None:
+    worker = await scene.worker(shutdown_grace_s=0.3)
+    run = await scene.job(HttpTarget(url=scene.sink.url("/long", seq="200", delay_ms=3000), timeout_s=10))
+    await eventually(lambda: inflight(worker), lambda n: n == 1)
+    await worker.stop()
+    scene.workers.remove(worker)
+    row = await scene.run_row(run.run_id)
+    assert (row["status"], row["attempt"], row["last_error"]) == ("RETRY", 1, "worker stopped during the call")
+    assert row["due_at"] <= now_utc()
+    await scene.worker()
+    row = await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
+    assert row["attempt"] == 2
+
+
+async def inflight(worker: Worker) -> int:
+    return worker.inflight
