@@ -43,7 +43,7 @@ _MISSING = re.compile(r"Object missing required field `(?P<name>[^`]+)`")
 def field_of(message: str) -> str | None:
     """The JSON path (e.g. `target.headers`) a msgspec validation message points at."""
     match = _PATH.search(message)
-    path = match["path"].lstrip(".") if match else ""
+    path = match["path"].lstrip(".").replace("[...]", "") if match else ""  # msgspec hides map keys
     named = _UNKNOWN.search(message) or _MISSING.search(message)
     if named:
         path = f"{path}.{named['name']}" if path else named["name"]

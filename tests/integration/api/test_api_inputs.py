@@ -1,0 +1,140 @@
+"""Bad input is a 4xx problem+json naming the field; probes, metrics, quotas and the OpenAPI document."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import pytest
+from api_bodies import cron_job
+from conftest import Caller
+
+from api.meta import openapi_document
+
+
+async def problem_of(response: Any, status: int) -> dict[str, Any]:
+    assert response.status == status, await response.text()
+    assert response.content_type == "application/problem+json"
+    document: dict[str, Any] = await response.json()
+    assert document["status"] == status and document["detail"]
+    return document
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        (cron_job(delayToleranceS="soon"), "delayToleranceS"),
+        (cron_job(surprise=1), "surprise"),
+        (cron_job(target={"type": "http", "url": "https://x.io", "verb": "GET"}), "target.verb"),
+        (cron_job(schedule={"type": "cron", "expr": "61 * * * *", "tz": "UTC"}), "schedule.expr"),
+        (cron_job(schedule={"type": "cron", "expr": "0 9 * * *", "tz": "Mars/Olympus"}), "schedule.tz"),
+        (cron_job(schedule={"type": "cron", "expr": "* * * * * *", "tz": "UTC"}), "schedule.expr"),
+        (cron_job(schedule={"type": "interval", "everyS": 5}), "schedule.everyS"),
+        (cron_job(schedule={"type": "once", "runAt": "tomorrow"}), "schedule.runAt"),
+        (cron_job(schedule={"type": "once", "runAt": "2030-01-01T09:00:00"}), "schedule.runAt"),
+        (cron_job(target={"type": "http", "url": "ftp://x.io/a"}), "target.url"),
+        (cron_job(target={"type": "http", "url": "https://user:pw@x.io/a"}), "target.url"),
+        (cron_job(target={"type": "http", "url": "https:///nohost"}), "target.url"),
+        (
+            cron_job(target={"type": "http", "url": "https://x.io", "headers": {"X-A": "a\r\nEvil: 1"}}),
+            "target.headers.X-A",
+        ),
+        (
+            cron_job(target={"type": "http", "url": "https://x.io", "headers": {"Bad Name": "v"}}),
+            "target.headers.Bad Name",
+        ),
+        (cron_job(target={"type": "kafka", "topic": "no spaces allowed"}), "target.topic"),
+        (cron_job(retryPolicy={"maxAttempts": 0}), "retryPolicy.maxAttempts"),
+        (cron_job(priority="asap"), "priority"),
+        (cron_job(payloadBase64="***"), "payloadBase64"),
+        (cron_job(labels={"team": 5}), "labels"),
+    ],
+)
+async def test_bad_job_bodies_are_422_naming_the_field(alice: Caller, body: dict[str, Any], field: str):
+    problem = await problem_of(await alice.call("POST", "/v1/jobs", json=body), 422)
+    assert problem["field"] == field, problem
+
+
+async def test_malformed_json_is_400_and_an_empty_or_non_object_body_is_4xx(alice: Caller):
+    await problem_of(await alice.call("POST", "/v1/jobs", data=b'{"schedule": '), 400)
+    await problem_of(await alice.call("POST", "/v1/jobs", data=b""), 400)
+    await problem_of(await alice.call("POST", "/v1/jobs", json=[1, 2]), 422)
+
+
+async def test_an_oversized_payload_is_413(alice: Caller, make_client: Any, make_tenant: Any):
+    small = await make_tenant(await make_client(max_payload_bytes=1024))
+    response = await small.call("POST", "/v1/jobs", json=cron_job(payload={"blob": "x" * 2000}))
+    assert (await problem_of(response, 413))["field"] == "payload"
+    encoded = base64.b64encode(b"x" * 2000).decode()
+    bytes_response = await small.call("POST", "/v1/jobs", json=cron_job(payload=None, payloadBase64=encoded))
+    await problem_of(bytes_response, 413)
+    await problem_of(await small.call("POST", "/v1/jobs", data=b"x" * 200_000), 413)
+
+
+async def test_base64_payloads_are_kept_as_bytes(alice: Caller):
+    encoded = base64.b64encode(b"\x00\x01binary").decode()
+    response = await alice.call("POST", "/v1/jobs", json=cron_job(payload=None, payloadBase64=encoded))
+    job = await response.json()
+    assert response.status == 201 and job["payloadBase64"] == encoded and "payload" not in job
+
+
+@pytest.mark.parametrize("query", ["limit=0", "limit=100000", "limit=-1", "limit=abc", "state=GONE", "label=novalue"])
+async def test_absurd_list_parameters_are_422(alice: Caller, query: str):
+    await problem_of(await alice.call("GET", f"/v1/jobs?{query}"), 422)
+
+
+async def test_unknown_ids_are_404_and_missing_keys_401(alice: Caller, client: Any):
+    await problem_of(await alice.call("GET", "/v1/jobs/not-a-uuid"), 404)
+    await problem_of(await alice.call("GET", "/v1/runs/00000000-0000-0000-0000-000000000000"), 404)
+    await problem_of(await client.get("/v1/jobs"), 401)
+    await problem_of(await client.get("/v1/jobs", headers={"Authorization": "Bearer tw_nope"}), 401)
+
+
+async def test_the_request_rate_quota_answers_429_with_retry_after(make_client: Any, make_tenant: Any):
+    tenant = await make_tenant(await make_client(requests_per_s=3))
+    statuses = [(await tenant.call("GET", "/v1/jobs")).status for _ in range(8)]
+    assert 429 in statuses and statuses[0] == 200
+    limited = await tenant.call("GET", "/v1/jobs")
+    if limited.status == 429:
+        assert int(limited.headers["Retry-After"]) >= 1
+
+
+async def test_the_job_count_quota_answers_422(make_client: Any, make_tenant: Any):
+    tenant = await make_tenant(await make_client(max_jobs_per_tenant=2))
+    assert [(await tenant.call("POST", "/v1/jobs", json=cron_job())).status for _ in range(2)] == [201, 201]
+    await problem_of(await tenant.call("POST", "/v1/jobs", json=cron_job()), 422)
+
+
+async def test_a_cron_more_frequent_than_the_minimum_interval_is_422(make_client: Any, make_tenant: Any):
+    tenant = await make_tenant(await make_client(min_interval_s=3600))
+    body = cron_job(schedule={"type": "cron", "expr": "*/30 * * * *", "tz": "UTC"})
+    assert (await problem_of(await tenant.call("POST", "/v1/jobs", json=body), 422))["field"] == "schedule.expr"
+
+
+async def test_probes_metrics_and_the_openapi_document(client: Any):
+    assert (await client.get("/healthz")).status == 200
+    assert (await client.get("/readyz")).status == 200
+    metrics = await client.get("/metrics")
+    assert metrics.status == 200 and "tickwheel_api_requests_total" in await metrics.text()
+    served = await (await client.get("/v1/openapi.json")).json()
+    assert served["openapi"].startswith("3.1") and served == openapi_document()
+
+
+def test_every_route_is_documented_and_every_documented_route_exists():
+    from aiohttp import web
+
+    from api.app import dead_letters, jobs, meta, runs
+
+    app = web.Application()
+    for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes):
+        app.add_routes(table)
+    routes = {
+        (r.resource.canonical, r.method.lower()) for r in app.router.routes() if r.method != "HEAD" and r.resource
+    }
+    documented = {
+        (path, method)
+        for path, item in openapi_document()["paths"].items()
+        for method in item
+        if method in ("get", "post", "patch", "delete", "put")
+    }
+    assert routes == documented
