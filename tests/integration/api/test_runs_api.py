@@ -1,0 +1,66 @@
+"""Runs, heartbeats and dead letters through the API; runs are moved by the real run state machine."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from api_bodies import cron_job
+from conftest import Caller
+
+from tickwheel.store import runs
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.dead_letters import add_dead_letter
+
+
+async def running_run(alice: Caller, store: CassandraStore) -> tuple[dict, runs.NewRun]:
+    job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
+    now = datetime.now(UTC)
+    claimed = await runs.claim(store, uuid.UUID(job["next_run_id"]), 0, "w1", now + timedelta(seconds=60), now)
+    assert claimed.applied
+    return job, runs.new_run_of(claimed.current)
+
+
+async def test_a_run_shows_its_attempts_and_heartbeats_extend_only_the_holding_attempt(
+    alice: Caller, store: CassandraStore
+):
+    job, _ = await running_run(alice, store)
+    run_path = f"/v1/runs/{job['next_run_id']}"
+    run = await (await alice.call("GET", run_path)).json()
+    assert run["status"] == "RUNNING" and run["attempt"] == 1 and run["job_id"] == job["id"]
+    beat = await alice.call("POST", f"{run_path}/heartbeat", json={"attempt": 1, "extendByS": 600})
+    assert beat.status == 200
+    lease_until = datetime.fromisoformat((await beat.json())["lease_until"])
+    assert lease_until > datetime.now(UTC) + timedelta(seconds=500)
+    stale = await alice.call("POST", f"{run_path}/heartbeat", json={"attempt": 0})
+    assert stale.status == 422
+    stale = await alice.call("POST", f"{run_path}/heartbeat", json={"attempt": 2})
+    assert stale.status == 409 and (await stale.json())["field"] == "attempt"
+    bad = await alice.call("POST", f"{run_path}/heartbeat", json={"attempt": 1, "extendByS": 10**9})
+    assert bad.status == 422
+
+
+async def test_dead_letters_list_filter_and_redrive_a_new_attempt_of_the_same_run(alice: Caller, store: CassandraStore):
+    job, run = await running_run(alice, store)
+    now = datetime.now(UTC)
+    result = runs.AttemptResult(runs.RunStatus.DEAD, response_code=500, error="HTTP 500")
+    assert await runs.finish(store, run, 1, result, "w1", now, now)
+    await add_dead_letter(
+        store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
+        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now,
+    )  # fmt: skip
+    letters = await (await alice.call("GET", "/v1/dead-letters?target_host=example.com")).json()
+    assert [d["run_id"] for d in letters["items"]] == [str(run.run_id)]
+    none = await (await alice.call("GET", "/v1/dead-letters?target_host=other.org")).json()
+    assert none["items"] == []
+    dry = await (await alice.call("POST", "/v1/dead-letters/redrive", json={"dryRun": True})).json()
+    assert dry == {"dry_run": True, "matched": 1, "run_ids": [str(run.run_id)]}
+    redriven = await alice.call("POST", f"/v1/dead-letters/{run.run_id}/redrive")
+    assert redriven.status == 202
+    row = await runs.get_run(store, run.run_id)
+    assert row is not None and row["status"] == "RETRY" and row["attempt"] == 1 and row["redrive_count"] == 1
+    assert (await alice.call("POST", f"/v1/dead-letters/{run.run_id}/redrive")).status == 404
+    shown = await (await alice.call("GET", f"/v1/runs/{run.run_id}")).json()
+    assert [a["kind"] for a in shown["attempts"]].count("redrive") == 1
+    history = await (await alice.call("GET", f"/v1/jobs/{job['id']}/runs?status=RETRY")).json()
+    assert [r["id"] for r in history["items"]] == [str(run.run_id)]
