@@ -42,3 +42,6 @@ def configure(level: str = "INFO", process: str | None = None) -> None:
     root.setLevel(level)
     for noisy in ("cassandra", "kazoo", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # Cassandra 5 warns on every prepared statement of a session bound to a keyspace (`USE`), and on every
+    # multi-partition COUNT; both are deliberate here, and one line per query would drown the real warnings.
+    logging.getLogger("cassandra.protocol").setLevel(logging.ERROR)
