@@ -10,6 +10,7 @@ import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
+
+STACK_DIR = Path(__file__).resolve().parents[3] / ".stack"
 
 
 @dataclasses.dataclass
