@@ -5,6 +5,7 @@ It records every call (method, path, query, headers, body, when, what it answere
     ?status=500            answer this status (default 200)
     ?seq=500,500,200       the n-th call to this path answers the n-th status (the last one repeats)
     ?delay_ms=200          wait before answering
+    ?delay_seq=5000,0      the n-th call to this path waits the n-th delay (the last one repeats)
     ?retry_after=3         send `Retry-After: 3`
     ?redirect=/elsewhere   answer 302 (or ?status=3xx) with this Location
     ?reset=1               drop the connection without answering
@@ -12,7 +13,8 @@ It records every call (method, path, query, headers, body, when, what it answere
 
 `GET /_sink/calls?since=N` lists the calls recorded from index N as JSON; `DELETE /_sink/calls` forgets them.
 In tests, use the `Sink` object directly: `url(path, **instructions)`, `calls_to(path)`, `wait_for(path, n)`,
-`peak_concurrency(path)`.
+`peak_concurrency(path)`. A call is recorded once answered; `arrivals` holds every request as it arrives (status
+None), for tests that must act while a call is in progress (`wait_arrived(path, n)`).
 """
 
 from __future__ import annotations
@@ -62,6 +64,7 @@ class Sink:
         self.host = host
         self.port = port
         self.calls: list[SinkCall] = []
+        self.arrivals: list[SinkCall] = []
         self._counts: dict[str, int] = defaultdict(int)
         self._inflight: dict[str, int] = defaultdict(int)
         self._peaks: dict[str, int] = defaultdict(int)
@@ -87,6 +90,12 @@ class Sink:
         async with asyncio.timeout(timeout_s), self._changed:
             await self._changed.wait_for(lambda: len(self.calls_to(path)) >= count)
         return self.calls_to(path)
+
+    async def wait_arrived(self, path: str, count: int, timeout_s: float = 10.0) -> list[SinkCall]:
+        """Wait until `path` received at least `count` requests, answered or not."""
+        async with asyncio.timeout(timeout_s), self._changed:
+            await self._changed.wait_for(lambda: len([c for c in self.arrivals if c.path == path]) >= count)
+        return [c for c in self.arrivals if c.path == path]
 
     async def start(self) -> Sink:
         app = web.Application(client_max_size=16 * 1024 * 1024)
@@ -118,20 +127,23 @@ class Sink:
         self._counts[path] += 1
         self._inflight[path] += 1
         self._peaks[path] = max(self._peaks[path], self._inflight[path])
+        await self._record(request, body, received_at, None, self.arrivals)
         try:
             plan = _Plan.of(request.query, self._counts[path])
             if plan.delay_ms:
                 await asyncio.sleep(plan.delay_ms / 1000)
         finally:
             self._inflight[path] -= 1
-        await self._record(request, body, received_at, None if plan.reset else plan.status)
+        await self._record(request, body, received_at, None if plan.reset else plan.status, self.calls)
         if plan.reset:
             if request.transport is not None:
                 request.transport.abort()
             raise ConnectionResetError("sink reset the connection on request")
         return plan.response()
 
-    async def _record(self, request: web.Request, body: bytes, received_at: float, status: int | None) -> None:
+    async def _record(
+        self, request: web.Request, body: bytes, received_at: float, status: int | None, into: list[SinkCall]
+    ) -> None:
         call = SinkCall(
             method=request.method,
             path=request.path,
@@ -142,7 +154,7 @@ class Sink:
             status=status,
         )
         async with self._changed:
-            self.calls.append(call)
+            into.append(call)
             self._changed.notify_all()
 
     async def _list_calls(self, request: web.Request) -> web.Response:
@@ -151,6 +163,7 @@ class Sink:
 
     async def _forget_calls(self, request: web.Request) -> web.Response:
         self.calls.clear()
+        self.arrivals.clear()
         self._counts.clear()
         self._peaks.clear()
         return web.Response(status=204)
@@ -170,11 +183,11 @@ class _Plan:
         redirect = query.get("redirect")
         status = int(query.get("status", 302 if redirect else 200))
         if "seq" in query:
-            steps = [int(s) for s in query["seq"].split(",") if s]
-            status = steps[min(nth_call, len(steps)) - 1]
+            status = _nth(query["seq"], nth_call)
+        delay_ms = _nth(query["delay_seq"], nth_call) if "delay_seq" in query else int(query.get("delay_ms", 0))
         return cls(
             status=status,
-            delay_ms=int(query.get("delay_ms", 0)),
+            delay_ms=delay_ms,
             retry_after=query.get("retry_after"),
             redirect=redirect,
             reset=query.get("reset") in ("1", "true"),
@@ -188,6 +201,12 @@ class _Plan:
         if self.redirect is not None:
             headers["Location"] = self.redirect
         return web.Response(status=self.status, text=self.body, headers=headers)
+
+
+def _nth(steps: str, nth_call: int) -> int:
+    """The n-th (1-based) of comma-separated integers; the last one repeats."""
+    values = [int(s) for s in steps.split(",") if s]
+    return values[min(nth_call, len(values)) - 1]
 
 
 async def serve_sink(host: str, port: int) -> None:

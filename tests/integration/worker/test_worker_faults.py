@@ -1,0 +1,83 @@
+"""Fault test: a `tickwheel worker` process killed with SIGKILL in the middle of a call. Its run is called again
+after its lease, with the same webhook-id, by another worker. Runs a subprocess; takes about 20 s."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from schemas.messages import HttpTarget
+from tests.integration.worker.conftest import Scene
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def worker_process(scene: Scene, port: int, log_path: Path) -> subprocess.Popen[bytes]:
+    s = scene.settings
+    env = {
+        **os.environ,
+        "TICKWHEEL_ENV_FILE": str(ROOT / ".stack" / "env"),
+        "TICKWHEEL_CASSANDRA_KEYSPACE": s.cassandra.keyspace,
+        "TICKWHEEL_KAFKA_TOPIC_PREFIX": s.kafka.topic_prefix,
+        "TICKWHEEL_KAFKA_LANE_PARTITIONS": "1",
+        "TICKWHEEL_REDIS_KEY_PREFIX": f"{scene.tenant}:",
+        "TICKWHEEL_WORKER_LANES": "default",
+        "TICKWHEEL_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
+        "TICKWHEEL_WORKER_PORT": str(port),
+        "TICKWHEEL_WORKER_LEASE_S": "1",
+        "TICKWHEEL_WORKER_LEASE_MARGIN_S": "1",
+    }
+    with log_path.open("wb") as log:
+        return subprocess.Popen([sys.executable, "-m", "tickwheel.cli", "worker"], env=env, stdout=log, stderr=log)
+
+
+async def wait_ready(port: int, process: subprocess.Popen[bytes], timeout_s: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while loop.time() < deadline:
+        assert process.poll() is None, "the worker process exited"
+        try:
+            await asyncio.to_thread(urllib.request.urlopen, f"http://127.0.0.1:{port}/readyz", None, 1)
+            return
+        except OSError:
+            await asyncio.sleep(0.2)
+    raise TimeoutError("the worker process never became ready")
+
+
+async def test_a_worker_killed_mid_call_is_called_again_after_its_lease_with_the_same_webhook_id(
+    scene: Scene, tmp_path: Path
+) -> None:
+    port = free_port()
+    process = worker_process(scene, port, tmp_path / "worker.log")
+    try:
+        await wait_ready(port, process)
+        run = await scene.job(HttpTarget(url=scene.sink.url("/killed", delay_seq="4000,0"), timeout_s=3))
+        [first] = await scene.sink.wait_arrived("/killed", 1, timeout_s=20)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(10)
+        claimed = await scene.run_row(run.run_id)
+        assert (claimed["status"], claimed["attempt"]) == ("RUNNING", 1)
+        lease_until = claimed["lease_until"].timestamp()
+        await scene.worker()
+        row = await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=40)
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            process.wait(10)
+    second = (await scene.sink.wait_arrived("/killed", 2))[1]
+    assert first.header("webhook-id") == second.header("webhook-id") == str(run.run_id)
+    assert (first.header("X-Tickwheel-Attempt"), second.header("X-Tickwheel-Attempt")) == ("1", "2")
+    assert second.received_at >= lease_until
+    assert row["attempt"] == 2
