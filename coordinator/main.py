@@ -195,8 +195,12 @@ class Running:
     producer: KafkaProducer
     health: HealthServer
     own_store: bool
+    stopped: bool = False
 
     async def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         await self.coordinator.stop()
         await self.health.stop()
         await self.zk.stop()

@@ -33,8 +33,12 @@ class Running:
     near: NearFeed
     health: HealthServer
     own_store: bool
+    stopped: bool = False
 
     async def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
         await self.membership.stop()
         await self.engine.stop()
         await self.health.stop()

@@ -13,7 +13,7 @@ import pytest
 
 import coordinator.main as coordinator_main
 import dispatcher.main as dispatcher_main
-from schemas.messages import LANES, DueRun, decode_due_run, topic_names
+from schemas.messages import LANES, DueRun, HttpTarget, JobDefinition, ScheduleDoc, decode_due_run, encode, topic_names
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer, ensure_topics
 from tickwheel.bus.near import announce
 from tickwheel.commands import platform_topics
@@ -90,8 +90,15 @@ def covered(dispatchers: list[dispatcher_main.Running]) -> bool:
     return sorted(owned) == list(range(SHARDS))
 
 
-def new_run(job_id: uuid.UUID, at: datetime, *, lane: str = "default", tenant: str = "t", version: int = 1,
-            tolerance_ms: int = 0) -> NewRun:
+def new_run(
+    job_id: uuid.UUID,
+    at: datetime,
+    *,
+    lane: str = "default",
+    tenant: str = "t",
+    version: int = 1,
+    tolerance_ms: int = 0,
+) -> NewRun:
     return NewRun(
         run_id=run_id_for(job_id, at),
         job_id=job_id,
@@ -159,3 +166,26 @@ async def producer(dsettings: Settings) -> AsyncIterator[KafkaProducer]:
     p = KafkaProducer(dsettings.kafka)
     yield p
     await p.close()
+
+
+INSERT_JOB = (
+    "INSERT INTO jobs (job_id, tenant_id, shard, state, version, definition, lane, next_run_id, next_run_at,"
+    " fired_count, created_at, updated_at) VALUES (?, ?, ?, 'ACTIVE', 1, ?, ?, ?, ?, 0, ?, ?)"
+)
+
+
+async def write_interval_job(
+    store: CassandraStore, first_at: datetime, every_s: int, *, lane: str = "default", max_runs: int | None = None
+) -> tuple[uuid.UUID, NewRun]:
+    """An ACTIVE interval job anchored at `first_at` (version 1) and its first run, as the API writes them."""
+    job_id = uuid.uuid4()
+    schedule = ScheduleDoc(type="interval", every_s=every_s, start_at=first_at.isoformat(), max_runs=max_runs)
+    definition = JobDefinition(schedule=schedule, target=HttpTarget(url="https://example.test/hook"), priority=lane)
+    run = new_run(job_id, first_at, lane=lane)
+    now = datetime.now(UTC)
+    await store.execute(
+        INSERT_JOB,
+        [job_id, "t", run.shard, encode(definition).decode(), lane, run.run_id, first_at, now, now],
+    )
+    await write_run(store, run)
+    return job_id, run

@@ -6,7 +6,15 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from schemas.messages import topic_names
-from tests.integration.dispatch.conftest import Cluster, LaneReader, announce_run, covered, new_run, wait_until, write_run
+from tests.integration.dispatch.conftest import (
+    Cluster,
+    LaneReader,
+    announce_run,
+    covered,
+    new_run,
+    wait_until,
+    write_run,
+)
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
@@ -16,8 +24,10 @@ async def test_preloaded_runs_fire_onto_their_lane_within_a_second_of_due(
     cluster: Cluster, store: CassandraStore, lanes: LaneReader, dsettings: Settings
 ) -> None:
     soon = datetime.now(UTC) + timedelta(seconds=4)
-    runs = [await write_run(store, new_run(uuid.uuid4(), soon + timedelta(milliseconds=300 * i), lane=lane))
-            for i, lane in enumerate(["urgent", "default", "bulk"] * 3)]
+    runs = [
+        await write_run(store, new_run(uuid.uuid4(), soon + timedelta(milliseconds=300 * i), lane=lane))
+        for i, lane in enumerate(["urgent", "default", "bulk"] * 3)
+    ]
     [d] = await cluster(1)
     await wait_until(lambda: covered([d]))
     ids = {r.job_id for r in runs}

@@ -1,0 +1,60 @@
+"""Recurring jobs chain at fire time: the next run is written first, only for an unchanged ACTIVE job."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from tests.integration.dispatch.conftest import Cluster, LaneReader, covered, wait_until, write_interval_job
+from tickwheel.store.cassandra import CassandraStore
+
+
+async def test_an_interval_chain_continues_across_several_occurrences(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader
+) -> None:
+    first = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
+    job_id, _ = await write_interval_job(store, first, every_s=2)
+    await cluster(1)
+    await lanes.wait_for(lambda: len({r.run_id for r in lanes.runs({job_id})}) >= 4, timeout_s=30)
+    fired = sorted({r.scheduled_at_ms: r for r in lanes.runs({job_id})}.values(), key=lambda r: r.scheduled_at_ms)
+    starts = [r.scheduled_at_ms for r in fired[:4]]
+    first_ms = int(first.timestamp() * 1000)
+    assert starts == [first_ms + 2000 * k for k in range(4)]
+    assert all(0 <= r.fired_at_ms - r.fire_at_ms < 1000 for r in fired[:4])
+    [job] = await store.execute("SELECT fired_count, next_run_at FROM jobs WHERE job_id = ?", [job_id])
+    assert job["fired_count"] >= 4
+
+
+async def test_a_chain_stops_when_the_schedule_is_exhausted(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader
+) -> None:
+    first = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
+    job_id, _ = await write_interval_job(store, first, every_s=1, max_runs=3)
+    await cluster(1)
+    await lanes.wait_for(lambda: len({r.run_id for r in lanes.runs({job_id})}) >= 3, timeout_s=20)
+    for _ in range(15):
+        await lanes.poll()
+    assert len({r.run_id for r in lanes.runs({job_id})}) == 3
+    [job] = await store.execute("SELECT next_run_id, fired_count FROM jobs WHERE job_id = ?", [job_id])
+    assert job == {"next_run_id": None, "fired_count": 3}
+
+
+async def test_paused_edited_and_deleted_jobs_chain_nothing(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader
+) -> None:
+    first = (datetime.now(UTC) + timedelta(seconds=5)).replace(microsecond=0)
+    control, _ = await write_interval_job(store, first, every_s=2)
+    paused, _ = await write_interval_job(store, first, every_s=2)
+    edited, _ = await write_interval_job(store, first, every_s=2)
+    deleted, _ = await write_interval_job(store, first, every_s=2)
+    await store.execute("UPDATE jobs SET state = 'PAUSED', version = 2 WHERE job_id = ?", [paused])
+    await store.execute("UPDATE jobs SET version = 2 WHERE job_id = ?", [edited])
+    await store.execute("UPDATE jobs SET state = 'DELETED', version = 2 WHERE job_id = ?", [deleted])
+    [d] = await cluster(1)
+    await wait_until(lambda: covered([d]))
+    await lanes.wait_for(lambda: len({r.run_id for r in lanes.runs({control})}) >= 3, timeout_s=20)
+    for job_id in (paused, edited, deleted):
+        # the already-written run still goes out (the worker's claim refuses a cancelled run); nothing follows
+        assert len({r.run_id for r in lanes.runs({job_id})}) == 1
+        [job] = await store.execute("SELECT fired_count, next_run_at FROM jobs WHERE job_id = ?", [job_id])
+        assert job["fired_count"] == 0
+        assert job["next_run_at"] == first.replace(tzinfo=None)

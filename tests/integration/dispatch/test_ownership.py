@@ -1,0 +1,51 @@
+"""Shards are split among live dispatchers with no overlap; a dispatcher that loses its session hands its shards
+over and no run is lost."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from tests.integration.dispatch.conftest import SHARDS, Cluster, LaneReader, covered, new_run, wait_until, write_run
+from tickwheel.store.cassandra import CassandraStore
+
+
+def spans(dispatchers: list) -> list[set[int]]:
+    return [set(d.engine.owned) for d in dispatchers]
+
+
+async def test_three_dispatchers_split_the_shards_with_no_overlap_and_two_take_over_when_one_stops(
+    cluster: Cluster,
+) -> None:
+    dispatchers = await cluster(3)
+    await wait_until(lambda: covered(dispatchers) and all(len(s) >= SHARDS // 3 for s in spans(dispatchers)))
+    a, b, c = spans(dispatchers)
+    assert not (a & b or b & c or a & c)
+    assert {d.engine.epoch for d in dispatchers} == {dispatchers[0].engine.assignment.epoch}
+    kept_a, kept_b = a, b
+    await dispatchers[2].stop()
+    await wait_until(lambda: covered(dispatchers[:2]))
+    a, b = spans(dispatchers[:2])
+    assert not a & b and len(a) + len(b) == SHARDS
+    assert kept_a <= a and kept_b <= b  # minimal movement: survivors keep what they had
+
+
+async def test_a_dispatcher_whose_session_is_lost_loses_its_shards_and_no_run_is_lost(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader
+) -> None:
+    start = datetime.now(UTC) + timedelta(seconds=3)
+    runs = [await write_run(store, new_run(uuid.uuid4(), start + timedelta(milliseconds=250 * i))) for i in range(48)]
+    first, second = await cluster(2)
+    await wait_until(lambda: covered([first, second]))
+    await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 2)
+    await asyncio.to_thread(first.zk.client.stop)  # abrupt: the session closes, its member znode goes
+    await wait_until(lambda: not first.engine.owned)
+    lost_ms = datetime.now(UTC).timestamp() * 1000
+    await wait_until(lambda: covered([second]))
+    ids = {r.job_id for r in runs}
+    await lanes.wait_for(lambda: {f.run_id for f in lanes.runs(ids)} == {r.run_id for r in runs}, timeout_s=30)
+    from_first = [f for _, f, headers in lanes.fired if headers["dispatcher"] == first.engine.name.encode()]
+    assert from_first, "the first dispatcher fired its share before it lost its session"
+    assert [f for f in from_first if f.fired_at_ms > lost_ms] == []
+    assert not first.engine.can_fire()
