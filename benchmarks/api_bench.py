@@ -1,7 +1,7 @@
 """Creates per second and latency of one API process, driven by a small async client.
 
-Starts the API in this process on a free port (its own keyspace is the configured one; make a tenant first),
-posts cron jobs from `--concurrency` connections for `--seconds`, prints count, rate and p50/p99 latency.
+Starts `tickwheel api` as a separate process on `--port` (on the configured keyspace and topics), makes a
+tenant, posts cron jobs from `--concurrency` connections for `--seconds`, prints count, rate and p50/p99 latency.
 
     .venv/bin/python benchmarks/api_bench.py --seconds 20 --concurrency 32
 """
@@ -10,17 +10,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
+import os
 import statistics
+import sys
 import time
 from datetime import UTC, datetime
 
 import aiohttp
-from aiohttp import web
 
-from api.app import make_app
-from tickwheel.bus.kafka import KafkaProducer
-from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
@@ -52,23 +49,35 @@ async def drive(url: str, key: str, seconds: float, concurrency: int) -> tuple[l
     return latencies, statuses
 
 
+async def start_api(port: int) -> asyncio.subprocess.Process:
+    """`tickwheel api` as its own process (the one being measured), with no request-rate quota."""
+    env = {**os.environ, "TICKWHEEL_API_PORT": str(port), "TICKWHEEL_API_REQUESTS_PER_S": "1000000"}
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "tickwheel.cli", "api", env=env)
+    async with aiohttp.ClientSession() as http:
+        for _ in range(100):
+            try:
+                async with http.get(f"http://127.0.0.1:{port}/readyz") as answer:
+                    if answer.status == 200:
+                        return process
+            except aiohttp.ClientError:
+                pass
+            await asyncio.sleep(0.2)
+    process.terminate()
+    raise SystemExit("the API did not become ready")
+
+
 async def main(args: argparse.Namespace) -> None:
-    base = Settings.from_env()
-    settings = dataclasses.replace(base, api=dataclasses.replace(base.api, requests_per_s=1_000_000))
-    store = await CassandraStore.connect(settings.cassandra)
-    producer, redis = KafkaProducer(settings.kafka), RedisClient(settings.redis, prefix=f"bench{time.time_ns()}:")
-    _, key = await create_tenant(store, f"bench-{time.time_ns()}", datetime.now(UTC))
-    runner = web.AppRunner(make_app(settings, store, producer, redis), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", args.port)
-    await site.start()
+    store = await CassandraStore.connect(Settings.from_env().cassandra)
+    try:
+        _, key = await create_tenant(store, f"bench-{time.time_ns()}", datetime.now(UTC))
+    finally:
+        await store.close()
+    api = await start_api(args.port)
     try:
         latencies, statuses = await drive(f"http://127.0.0.1:{args.port}", key, args.seconds, args.concurrency)
     finally:
-        await runner.cleanup()
-        await producer.close()
-        await redis.close()
-        await store.close()
+        api.terminate()
+        await api.wait()
     ordered = sorted(latencies)
     p99 = ordered[int(len(ordered) * 0.99) - 1]
     print(f"statuses {statuses}; {len(latencies)} requests in {args.seconds:.0f} s")
