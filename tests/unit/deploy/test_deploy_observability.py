@@ -111,3 +111,20 @@ def test_the_alerts_cover_the_failures_the_issue_names() -> None:
         "tickwheel_sweeper_repairs_total",
         "tickwheel_backend_errors_total",
     } <= used
+
+
+def test_the_keda_triggers_watch_the_groups_and_topics_the_workers_consume() -> None:
+    from tickwheel.settings import build
+    from worker.consumer import LaneConsumer
+
+    keda = yaml.safe_load((CHART / "values.yaml").read_text())["worker"]["autoscaling"]["keda"]
+    settings = build({"TICKWHEEL_KAFKA_TOPIC_PREFIX": "ns."})
+
+    async def handle(run: object) -> None:
+        return None
+
+    for lane in ("urgent", "default", "bulk"):
+        consumer = LaneConsumer(settings, lane, handle)
+        # as templates/scaledobjects.yaml names them, from the topic prefix and consumerGroupPrefix
+        assert consumer.group == f"ns.{keda['consumerGroupPrefix']}{lane}"
+        assert consumer.topic == f"ns.tickwheel.runs.{lane}"

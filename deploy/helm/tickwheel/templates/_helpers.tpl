@@ -134,11 +134,11 @@ migration Job both render it, so they cannot disagree.
 {{- end -}}
 {{- end -}}
 
-{{/* "1|2|...|N": the forecast minutes a ScaledObject looks at. */}}
+{{/* "0|1|...|N": the forecast minutes a ScaledObject looks at (0 is the current minute). */}}
 {{- define "tickwheel.minutesRegex" -}}
 {{- $minutes := list -}}
-{{- range $i := until (int .) -}}
-{{- $minutes = append $minutes (toString (add1 $i)) -}}
+{{- range $i := until (int (add1 .)) -}}
+{{- $minutes = append $minutes (toString $i) -}}
 {{- end -}}
 {{- join "|" $minutes -}}
 {{- end -}}
