@@ -149,9 +149,7 @@ async def list_job_ids(
     return [row["job_id"] for row in rows], next_cursor
 
 
-async def update_job(
-    store: CassandraStore, job: Job, change: JobChange, now: datetime
-) -> tuple[bool, int | None]:
+async def update_job(store: CassandraStore, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
     """Apply `change` if the job is still at `job.version`: (applied, the version found when it was not)."""
     applied, current = await store.applied(
         "UPDATE jobs SET state = ?, version = ?, definition = ?, lane = ?, labels = ?, next_run_at = ?,"
@@ -213,6 +211,7 @@ async def reschedule(
     if next_run is not None:
         if same:
             await runs.retarget(store, next_run, now)
-        else:
-            await runs.create_run(store, next_run, now)
+        elif not await runs.create_run(store, next_run, now):
+            # The same occurrence was cancelled earlier (paused, then resumed before it): schedule it again.
+            await runs.revive(store, next_run, now)
     return True, None

@@ -354,3 +354,20 @@ async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: date
             ]
         )
     return applied
+
+
+async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
+    """Schedule again an occurrence that was cancelled before any attempt (a paused job resumed before it)."""
+    applied, _ = await store.applied(
+        "UPDATE runs SET status = 'SCHEDULED', job_version = ?, lane = ?, due_at = ?, finished_at = null"
+        " WHERE run_id = ? IF status = 'CANCELLED' AND attempt = 0",
+        [run.job_version, run.lane, _ms(run.fire_at), run.run_id],
+    )
+    if applied:
+        await store.batch(
+            [
+                bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
+                history_row(run, RunStatus.SCHEDULED, 0, now),
+            ]
+        )
+    return applied

@@ -107,7 +107,11 @@ async def test_pause_cancels_the_run_and_resume_writes_the_next_occurrence(alice
     resumed = await (await alice.call("PATCH", path, json={"state": "ACTIVE"}, headers={"If-Match": '"2"'})).json()
     assert resumed["state"] == "ACTIVE" and resumed["version"] == 3
     assert resumed["next_run_at"] == job["next_run_at"]  # the same 09:00 Paris occurrence, scheduled again
-    runs = await (await alice.call("GET", f"{path}/runs?status=CANCELLED")).json()
+    again = await store.execute(
+        "SELECT status, job_version FROM runs WHERE run_id = ?", [uuid.UUID(job["next_run_id"])]
+    )
+    assert again[0] == {"status": "SCHEDULED", "job_version": 3}
+    runs = await (await alice.call("GET", f"{path}/runs?status=SCHEDULED")).json()
     assert [r["id"] for r in runs["items"]] == [job["next_run_id"]]
 
 
