@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from tickwheel.errors import Unauthorized
 from tickwheel.store import tenants
@@ -18,7 +18,7 @@ PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"}
 
 
 @web.middleware
-async def authenticate(request: web.Request, handler: Any) -> web.StreamResponse:
+async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path in PUBLIC_PATHS:
         return await handler(request)
     api = api_of(request)

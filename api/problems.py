@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from tickwheel import metrics
 from tickwheel.errors import TickwheelError
@@ -61,7 +62,7 @@ def route_of(request: web.Request) -> str:
 
 
 @web.middleware
-async def problems(request: web.Request, handler: Any) -> web.StreamResponse:
+async def problems(request: web.Request, handler: Handler) -> web.StreamResponse:
     started = time.perf_counter()
     try:
         response = await handler(request)
