@@ -1,0 +1,77 @@
+"""Schemathesis over schemas/openapi.yaml against a real `tickwheel api` process: no input it generates may
+produce a server error (5xx) or a response the document does not describe as possible."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tenants import create_tenant
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def process_env(settings: Settings, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    env.update(
+        TICKWHEEL_CASSANDRA_KEYSPACE=settings.cassandra.keyspace,
+        TICKWHEEL_KAFKA_TOPIC_PREFIX=settings.kafka.topic_prefix,
+        TICKWHEEL_KAFKA_NEAR_PARTITIONS=str(settings.kafka.near_partitions),
+        TICKWHEEL_KAFKA_LANE_PARTITIONS=str(settings.kafka.lane_partitions),
+        TICKWHEEL_API_PORT=str(port),
+        TICKWHEEL_API_REQUESTS_PER_S="100000",
+        TICKWHEEL_ENV_FILE=str(ROOT / ".stack" / "env"),
+    )
+    return env
+
+
+@pytest.fixture
+async def api_url(settings: Settings) -> AsyncIterator[str]:
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tickwheel.cli", "api", env=process_env(settings, port), cwd=ROOT,
+        stderr=asyncio.subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    try:
+        async with aiohttp.ClientSession() as http:
+            for _ in range(150):
+                try:
+                    async with http.get(f"{url}/healthz") as answer:
+                        if answer.status == 200:
+                            break
+                except aiohttp.ClientError:
+                    await asyncio.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+async def test_schemathesis_finds_no_server_error(api_url: str, store: CassandraStore, namespace: str):
+    _, key = await create_tenant(store, namespace, datetime.now(UTC), tenant_id=namespace)
+    run = await asyncio.create_subprocess_exec(
+        str(SCHEMATHESIS), "run", str(ROOT / "schemas" / "openapi.yaml"), "--url", api_url,
+        "-H", f"Authorization: Bearer {key}", "--checks", "not_a_server_error,status_code_conformance",
+        "--phases", "coverage,fuzzing", "-n", "5", "--seed", "7", "--request-timeout", "20",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    output, _ = await asyncio.wait_for(run.communicate(), timeout=150)
+    assert run.returncode == 0, output.decode()[-6000:]
