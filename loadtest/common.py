@@ -18,6 +18,8 @@ if str(REPO_ROOT) not in sys.path:  # Locust puts only the locustfile's folder o
 
 LOAD_DIR = Path(os.environ.get("TW_LOAD_DIR", REPO_ROOT / "loadtest" / "results" / "adhoc"))
 _tenant_cycle: itertools.cycle[tuple[str, str]] | None = None
+DEFAULT_MIX = "create=3,get=5,list=2,patch=1"
+OPERATIONS = ("create", "get", "list", "patch")
 
 
 def tenants() -> dict[str, str]:
@@ -39,3 +41,14 @@ def auth(key: str) -> dict[str, str]:
 
 def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
+
+
+def parse_mix(text: str) -> dict[str, int]:
+    """`create=3,get=5` -> {'create': 3, 'get': 5}; unknown names are an error, not ignored."""
+    mix = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        name, _, weight = part.partition("=")
+        if name not in OPERATIONS:
+            raise ValueError(f"TW_LOAD_MIX: unknown operation {name!r}")
+        mix[name] = int(weight or 1)
+    return mix

@@ -19,22 +19,10 @@ from locust import FastHttpUser, between
 
 from benchmarks.peers.tickwheel_bench import once_job
 
-DEFAULT_MIX = "create=3,get=5,list=2,patch=1"
 FAR_TARGET = "http://127.0.0.1:9/never-called"  # due in a day or more: the load test ends long before
 
 
-def parse_mix(text: str) -> dict[str, int]:
-    """`create=3,get=5` -> {'create': 3, 'get': 5}; unknown names are an error, not ignored."""
-    mix = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        name, _, weight = part.partition("=")
-        if name not in ("create", "get", "list", "patch"):
-            raise ValueError(f"TW_LOAD_MIX: unknown operation {name!r}")
-        mix[name] = int(weight or 1)
-    return mix
-
-
-MIX = parse_mix(os.environ.get("TW_LOAD_MIX", DEFAULT_MIX))
+MIX = common.parse_mix(os.environ.get("TW_LOAD_MIX", common.DEFAULT_MIX))
 
 
 class TenantApiUser(FastHttpUser):

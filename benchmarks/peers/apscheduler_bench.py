@@ -77,7 +77,7 @@ class APSchedulerSystem:
         return []  # SQLite is inside the scheduler process
 
     async def stop(self) -> None:
-        await asyncio.to_thread(process.terminate, harness.WORK_DIR, SCHEDULER)
+        await asyncio.to_thread(harness.stop_peer, SCHEDULER, self._pid)
 
     async def _wait_for(self, path: Path, timeout_s: float) -> None:
         alive = lambda: bool(self._pid and process.is_running(self._pid))  # noqa: E731

@@ -98,7 +98,7 @@ class CelerySystem:
         return harness.stack_server_pids("redis")
 
     async def stop(self) -> None:
-        await asyncio.to_thread(process.terminate, harness.WORK_DIR, WORKER)
+        await asyncio.to_thread(harness.stop_peer, WORKER, self._pid)
         await asyncio.to_thread(_delete_own_keys)
 
 

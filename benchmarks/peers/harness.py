@@ -277,6 +277,16 @@ def spawn_peer(name: str, argv: list[str]) -> int:
     return process.spawn(WORK_DIR, name, argv)
 
 
+def stop_peer(name: str, pid: int | None) -> None:
+    """Stop a peer's process group. `terminate` can see the process as a zombie before it reaps it; one more
+    `is_running` reaps it, so no Popen is left to warn at exit."""
+    from tickwheel.stack import process
+
+    process.terminate(WORK_DIR, name)
+    if pid is not None:
+        process.is_running(pid)
+
+
 def stack_server_pids(*names: str) -> list[int]:
     """Pids of the local stack's servers (`tickwheel stack up`) that are running."""
     from tickwheel import stack
