@@ -9,9 +9,10 @@ from typing import Any
 from aiohttp import web
 
 from tickwheel.core.instants import parse_instant
-from tickwheel.errors import InvalidInput, NotFound
+from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store import dead_letters as letters
 from tickwheel.store.cassandra import Row
+from tickwheel.store.jobs import JobState, get_job
 from tickwheel.store.runs import new_run_of
 
 from .context import Api, api_of, tenant_of
@@ -62,11 +63,24 @@ async def list_letters(request: web.Request) -> web.Response:
 
 
 async def _redrive(api: Api, letter: Row, now: datetime) -> bool:
-    run = await letters.redrive_dead_letter(api.store, letter, now, now)
+    """Redrive for the job's current version; a paused or deleted job is refused (its runs would be cancelled)."""
+    job = await get_job(api.store, letter["job_id"])
+    if job is None or job.state is not JobState.ACTIVE:
+        state = "deleted" if job is None or job.state is JobState.DELETED else "paused"
+        raise Conflict(f"job {letter['job_id']} is {state}; resume it before redriving its runs")
+    run = await letters.redrive_dead_letter(api.store, letter, now, now, job_version=job.version)
     if run is None:
         return False
     await announce_if_near(api, due_run_of(new_run_of(run), attempt=int(run["attempt"]), fire_at=now), now)
     return True
+
+
+async def _redrive_or_skip(api: Api, letter: Row, now: datetime) -> bool:
+    """In a bulk redrive, a letter whose job is paused or deleted is skipped (it is not in `run_ids`)."""
+    try:
+        return await _redrive(api, letter, now)
+    except Conflict:
+        return False
 
 
 @routes.post("/v1/dead-letters/{run_id}/redrive")
@@ -125,5 +139,5 @@ async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
     now = api.clock()
     if document.get("dryRun", False):
         return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r["run_id"]) for r in pending]})
-    redriven = [str(r["run_id"]) for r in pending if await _redrive(api, r, now)]
+    redriven = [str(r["run_id"]) for r in pending if await _redrive_or_skip(api, r, now)]
     return json_response({"dry_run": False, "matched": len(pending), "redriven": len(redriven), "run_ids": redriven})

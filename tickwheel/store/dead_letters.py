@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from datetime import datetime
@@ -78,13 +79,18 @@ async def get_dead_letter(store: CassandraStore, tenant_id: str, run_id: uuid.UU
     return _aware(rows[0]) if rows else None
 
 
-async def redrive_dead_letter(store: CassandraStore, letter: Row, due_at: datetime, now: datetime) -> Row | None:
-    """Give the dead run one more attempt due at `due_at`; returns the run row, or None if it is no longer DEAD."""
+async def redrive_dead_letter(
+    store: CassandraStore, letter: Row, due_at: datetime, now: datetime, *, job_version: int
+) -> Row | None:
+    """Give the dead run one more attempt due at `due_at`, for the job at `job_version`; returns the run row
+    (as redriven), or None if it is no longer DEAD."""
     run = await get_run(store, letter["run_id"])
     if run is None or run["status"] != RunStatus.DEAD:
         return None
-    if not await redrive(store, new_run_of(run), int(run["attempt"]), due_at, now):
+    redriven = dataclasses.replace(new_run_of(run), job_version=job_version)
+    if not await redrive(store, redriven, int(run["attempt"]), due_at, now):
         return None
+    run = {**run, "job_version": job_version}
     await store.execute(
         "UPDATE dead_letters SET redriven_at = ? WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
         [now, letter["tenant_id"], letter["dead_at"], letter["run_id"]],

@@ -333,13 +333,14 @@ async def retarget(store: CassandraStore, run: NewRun, now: datetime) -> bool:
 
 
 async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
-    """A DEAD run at `attempt` gets one more attempt (same run id, so the same idempotency key), due at `due_at`."""
+    """A DEAD run at `attempt` gets one more attempt (same run id, so the same idempotency key), due at `due_at`,
+    made for `run.job_version` (the job's current version, so a job edited since still runs it)."""
     row = await get_run(store, run.run_id)
     redrives = int((row or {}).get("redrive_count") or 0) + 1
     applied, _ = await store.applied(
-        "UPDATE runs SET status = 'RETRY', due_at = ?, dead_at = null, redrive_count = ?"
+        "UPDATE runs SET status = 'RETRY', due_at = ?, dead_at = null, redrive_count = ?, job_version = ?"
         " WHERE run_id = ? IF status = 'DEAD' AND attempt = ?",
-        [_ms(due_at), redrives, run.run_id, attempt],
+        [_ms(due_at), redrives, run.job_version, run.run_id, attempt],
     )
     if applied:
         await store.batch(

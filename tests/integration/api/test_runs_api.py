@@ -64,3 +64,23 @@ async def test_dead_letters_list_filter_and_redrive_a_new_attempt_of_the_same_ru
     assert [a["kind"] for a in shown["attempts"]].count("redrive") == 1
     history = await (await alice.call("GET", f"/v1/jobs/{job['id']}/runs?status=RETRY")).json()
     assert [r["id"] for r in history["items"]] == [str(run.run_id)]
+
+
+async def test_redrive_runs_for_the_current_job_version_and_refuses_a_paused_job(alice: Caller, store: CassandraStore):
+    job, run = await running_run(alice, store)
+    now = datetime.now(UTC)
+    assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 404"), "w1", now, now)
+    await add_dead_letter(
+        store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
+        payload=b"{}", last_error="HTTP 404", attempts=[], dead_at=now,
+    )  # fmt: skip
+    path = f"/v1/jobs/{job['id']}"
+    assert (await alice.call("PATCH", path, json={"state": "PAUSED"}, headers={"If-Match": "1"})).status == 200
+    assert (await alice.call("POST", f"/v1/dead-letters/{run.run_id}/redrive")).status == 409
+    bulk = await (await alice.call("POST", "/v1/dead-letters/redrive", json={"jobId": job["id"]})).json()
+    assert bulk["matched"] == 1 and bulk["redriven"] == 0
+    assert (await alice.call("PATCH", path, json={"state": "ACTIVE"}, headers={"If-Match": "2"})).status == 200
+    bulk = await (await alice.call("POST", "/v1/dead-letters/redrive", json={"jobId": job["id"]})).json()
+    assert bulk["run_ids"] == [str(run.run_id)]
+    row = await runs.get_run(store, run.run_id)
+    assert row is not None and row["status"] == "RETRY" and row["job_version"] == 3
