@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import uuid
@@ -114,7 +115,7 @@ async def list_jobs(request: web.Request) -> web.Response:
         state=state,
         label=label,
     )
-    found = [await job_store.get_job(api.store, job_id) for job_id in ids]
+    found = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
     items = [job_document(job) for job in found if job is not None and job.state is not JobState.DELETED]
     return json_response(list_document(items, seal(tenant, scope, next_cursor)))
 
@@ -130,8 +131,9 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
     rows = await api_of(request).store.execute(
         "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT 5", [job.job_id]
     )
+    now = api_of(request).clock()
     for row in rows:
-        if row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED":
+        if to_utc(row["scheduled_at"]) <= now and (row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED"):
             return {
                 "id": str(row["run_id"]),
                 "status": row["status"],

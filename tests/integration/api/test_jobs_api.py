@@ -14,6 +14,7 @@ from schemas.messages import decode_due_run, topic_names
 from tickwheel.bus.kafka import KafkaConsumer
 from tickwheel.core.ids import run_id_for, shard_of
 from tickwheel.settings import Settings
+from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 
 
@@ -217,3 +218,26 @@ async def test_preview_lists_fires_with_local_times_and_dst_flags(alice: Caller)
     assert any(f["dst"] == "shifted" for f in fires)  # 02:30 does not exist on the spring-forward night
     assert all(f["local"].endswith(("+01:00", "+02:00")) for f in fires)
     assert (await alice.call("GET", f"/v1/jobs/{job['id']}/preview?count=0")).status == 422
+
+
+async def test_an_idempotent_delete_replays_its_204(alice: Caller):
+    job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
+    headers = {"Idempotency-Key": "delete-1"}
+    first = await alice.call("DELETE", f"/v1/jobs/{job['id']}", headers=headers)
+    again = await alice.call("DELETE", f"/v1/jobs/{job['id']}", headers=headers)
+    assert first.status == again.status == 204 and again.headers["Idempotent-Replayed"] == "true"
+
+
+async def test_get_reports_the_last_run_once_its_time_has_come(alice: Caller, store: CassandraStore):
+    run_at = datetime.now(UTC) - timedelta(seconds=5)
+    job = await (await alice.call("POST", "/v1/jobs", json=once_job(run_at))).json()
+    assert "last_run" not in await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
+    now = datetime.now(UTC)
+    claimed = await runs.claim(store, uuid.UUID(job["next_run_id"]), 0, "w1", now + timedelta(seconds=30), now)
+    assert claimed.applied
+    shown = await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
+    assert {k: shown["last_run"][k] for k in ("id", "status", "attempt")} == {
+        "id": job["next_run_id"],
+        "status": "RUNNING",
+        "attempt": 1,
+    }
