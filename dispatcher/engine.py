@@ -376,7 +376,7 @@ class Dispatcher:
                     self.topics[run.lane],
                     encode(firing.fired(run, fired_at_ms)),
                     key=str(run.job_id).encode(),
-                    headers=[("dispatcher", self.name.encode())],
+                    headers=self._headers(),
                 )
             except Unavailable as exc:
                 log.warning("send failed, retrying: %s", exc, extra=_context(run))
@@ -387,6 +387,14 @@ class Dispatcher:
         self.recent.add(key)
         metrics.fired.labels(lane=run.lane, kind=run.kind).inc()
         metrics.fire_lag.labels(lane=run.lane).observe(max(0, fired_at_ms - run.fire_at_ms) / 1000)
+
+    def _headers(self) -> list[tuple[str, bytes]]:
+        """Who fired, under which assignment epoch: lets a reader tell a stale owner's fire from a new one."""
+        return [
+            ("dispatcher", self.name.encode()),
+            ("member", (self.member or "").encode()),
+            ("epoch", b"%d" % self.epoch),
+        ]
 
     def _requeue(self, key: Key, run: DueRun, due_ms: int) -> None:
         if run.shard in self.owned and self.wheel.insert(key, due_ms, run):
