@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from dataclasses import dataclass
@@ -66,12 +67,22 @@ class TenantCache:
     def __init__(self, store: CassandraStore, ttl_s: float = TENANT_CACHE_S):
         self.store = store
         self.ttl_s = ttl_s
-        self._cache: dict[str, tuple[float, Tenant]] = {}
+        self._cache: dict[str, tuple[float, asyncio.Future[Tenant]]] = {}
 
     async def get(self, tenant_id: str) -> Tenant:
+        """The tenant, read at most once per `ttl_s` however many runs ask at the same moment."""
         cached = self._cache.get(tenant_id)
         if cached and time.monotonic() - cached[0] < self.ttl_s:
-            return cached[1]
+            return await asyncio.shield(cached[1])
+        future = asyncio.ensure_future(self._read(tenant_id))
+        self._cache[tenant_id] = (time.monotonic(), future)
+        try:
+            return await asyncio.shield(future)
+        except BaseException:
+            self._cache.pop(tenant_id, None)  # a failed read is not cached
+            raise
+
+    async def _read(self, tenant_id: str) -> Tenant:
         rows = await self.store.execute(
             "SELECT signing_secrets, kafka_topic_prefix, concurrency FROM tenants WHERE tenant_id = ?", [tenant_id]
         )
@@ -82,7 +93,6 @@ class TenantCache:
             kafka_topic_prefix=row.get("kafka_topic_prefix") or f"{tenant_id}.",
             concurrency=row.get("concurrency"),
         )
-        self._cache[tenant_id] = (time.monotonic(), tenant)
         return tenant
 
 

@@ -10,6 +10,7 @@ failed one opens it again. A denied acquire says why and how long to wait, so th
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import uuid
@@ -24,6 +25,8 @@ from tickwheel.settings import WorkerSettings
 log = logging.getLogger(__name__)
 
 BREAKER_SLOTS = 6
+# redis.asyncio's pool refuses a 101st connection instead of queueing; calls beyond this wait their turn here.
+REDIS_CALLS_IN_FLIGHT = 64
 
 ACQUIRE = """
 local tenant_slots, host_slots, bucket, breaker, probe = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
@@ -145,6 +148,7 @@ class FlowLimits:
         self.redis = redis
         self._acquire = redis.redis.register_script(ACQUIRE)
         self._release = redis.redis.register_script(RELEASE)
+        self._gate = asyncio.Semaphore(REDIS_CALLS_IN_FLIGHT)
 
     def _keys(self, tenant: str, host: str) -> dict[str, str]:
         return {
@@ -165,7 +169,8 @@ class FlowLimits:
         args.append(max(1, math.ceil(caps.hold_s * 1000)))
         keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"]]
         try:
-            allowed, reason, wait_ms, probe = await self._acquire(keys=keys, args=args)
+            async with self._gate:
+                allowed, reason, wait_ms, probe = await self._acquire(keys=keys, args=args)
         except REDIS_DOWN as exc:
             metrics.backend_errors.labels("redis").inc()
             log.warning("flow limits unavailable, calling without them: %s", exc)
@@ -182,7 +187,8 @@ class FlowLimits:
         args: list[Any] = [now_ms, permit.token, outcome, "1" if permit.probe else "0"]
         args += [int(s.breaker_window_s * 1000), s.breaker_min_calls, int(s.breaker_open_s * 1000)]
         try:
-            result = await self._release(keys=[k["tenant"], k["host"], k["breaker"], k["probe"]], args=args)
+            async with self._gate:
+                result = await self._release(keys=[k["tenant"], k["host"], k["breaker"], k["probe"]], args=args)
         except REDIS_DOWN as exc:
             metrics.backend_errors.labels("redis").inc()
             log.warning("flow limits unavailable, slot left to expire: %s", exc)
