@@ -28,7 +28,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.peers import harness  # noqa: E402
 from benchmarks.peers.tickwheel_bench import create_tenant  # noqa: E402
-from tickwheel.checker import Expected, Report, check  # noqa: E402
+from tickwheel.checker import Call, Expected, Report, check  # noqa: E402
 from tickwheel.settings import Settings  # noqa: E402
 from tickwheel.sink import Sink  # noqa: E402
 
@@ -101,8 +101,22 @@ async def e2e(args: argparse.Namespace, api_url: str, out_dir: Path, env: dict[s
         last_due = max((e.due_at for e in expected), default=datetime.now(UTC))
         await harness.wait_delivered(sink, expected, last_due + timedelta(seconds=args.drain))
         calls = harness.to_checker_calls(sink.calls)
+    write_calls(calls, out_dir)
     report = check(expected, calls, now=datetime.now(UTC))
     return code, report
+
+
+def write_calls(calls: list[Call], out_dir: Path) -> None:
+    """Every call the sink received, for a closer look at the lag distribution than p50/p99/max."""
+    with (out_dir / "calls.jsonl").open("w") as out:
+        for c in calls:
+            doc = {
+                "run_id": str(c.run_id),
+                "tenant": c.tenant,
+                "received_at": c.received_at.isoformat(),
+                "status": c.status,
+            }
+            out.write(json.dumps(doc) + "\n")
 
 
 def write_report(report: Report, out_dir: Path, args: argparse.Namespace) -> None:
