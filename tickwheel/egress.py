@@ -177,8 +177,9 @@ async def _getaddrinfo(host: str, port: int) -> list[Any]:
     seen: set[str] = set()
     unique = []
     for info in infos:
-        if info[4][0] not in seen:
-            seen.add(info[4][0])
+        address = str(info[4][0])
+        if address not in seen:
+            seen.add(address)
             unique.append(info)
     return unique
 

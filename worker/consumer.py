@@ -48,6 +48,10 @@ class LaneConsumer:
         self._stopping.set()
 
     @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
     def inflight(self) -> int:
         return len(self._tasks)
 

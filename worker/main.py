@@ -77,6 +77,10 @@ class Worker:
             raise SettingsError(f"TICKWHEEL_WORKER_LANES has unknown lanes: {', '.join(sorted(unknown))}")
         return [lane for lane in LANES if lane in wanted]
 
+    def dead_lanes(self) -> list[str]:
+        """Lanes whose consumer ended although nobody asked it to stop."""
+        return [c.lane for c, t in zip(self.consumers, self._tasks, strict=True) if t.done() and not c.stopping]
+
     @property
     def inflight(self) -> int:
         return sum(c.inflight for c in self.consumers)
@@ -102,7 +106,15 @@ class Worker:
 
 def health_app(worker: Worker) -> web.Application:
     async def healthz(request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok", "worker": worker.id, "inflight": worker.inflight})
+        dead = worker.dead_lanes()
+        body: dict[str, object] = {
+            "status": "failing" if dead else "ok",
+            "worker": worker.id,
+            "inflight": worker.inflight,
+        }
+        if dead:
+            body["dead_lanes"] = dead
+        return web.json_response(body, status=503 if dead else 200)
 
     async def readyz(request: web.Request) -> web.Response:
         ready = bool(worker.consumers) and all(c.subscribed.is_set() for c in worker.consumers)

@@ -50,4 +50,4 @@ class OffsetTracker:
         """A partition was taken away: its offsets are another consumer's now."""
         tp = (topic, partition)
         for table in (self._inflight, self._next, self._committed):
-            table.pop(tp, None)  # type: ignore[attr-defined]
+            table.pop(tp, None)

@@ -22,6 +22,7 @@ from datetime import UTC, datetime, timedelta
 from schemas.messages import DueRun, HttpTarget, decode_definition
 from tickwheel import metrics
 from tickwheel.core.retry import Outcome, decide
+from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit
 from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
@@ -35,6 +36,8 @@ from worker.requests import call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
 
 log = logging.getLogger(__name__)
+
+RECORD_TRIES = 4
 
 Clock = Callable[[], datetime]
 
@@ -156,8 +159,9 @@ class RunHandler:
         lane = ctx.due.lane
         body = body_of(ctx.definition)
         headers = call_headers(ctx, attempt, body, int(self.clock().timestamp()))
-        start_lag = (self.clock() - ctx.scheduled_at).total_seconds()
-        metrics.start_lag.labels(lane).observe(max(0.0, start_lag))
+        if ctx.due.attempt == 0:  # the promise is about first calls; a retry is late by design
+            start_lag = (self.clock() - ctx.scheduled_at).total_seconds()
+            metrics.start_lag.labels(lane).observe(max(0.0, start_lag))
         metrics.inflight.labels(lane).inc()
         try:
             target = ctx.definition.target
@@ -185,9 +189,7 @@ class RunHandler:
         self, ctx: RunContext, attempt: int, result: CallResult, verdict: Verdict, started: datetime
     ) -> None:
         extra = {**ctx.log, "attempt": attempt}
-        recorded = await runs.finish(
-            self.store, ctx.run, attempt, verdict.record, self.worker_id, started, self.clock()
-        )
+        recorded = await self.finish(ctx, attempt, verdict.record, started)
         if not recorded:
             metrics.runs_finished.labels(ctx.due.lane, "stale").inc()
             log.warning("outcome not recorded: attempt %s no longer holds the run", attempt, extra=extra)
@@ -198,6 +200,24 @@ class RunHandler:
         if status is RunStatus.DEAD:
             await self.dead.add(ctx, verdict.record.error or "dead", self.clock())
         await self.note_last_run(ctx.run.job_id, ctx.run.run_id, status)
+
+    async def finish(self, ctx: RunContext, attempt: int, record: AttemptResult, started: datetime) -> bool:
+        """`runs.finish`, tried again while Cassandra does not answer: the call was made, so its outcome must not be
+        dropped for a timeout. An LWT that timed out may still have applied; the re-read tells."""
+        for tries in range(1, RECORD_TRIES + 1):
+            try:
+                if await runs.finish(self.store, ctx.run, attempt, record, self.worker_id, started, self.clock()):
+                    return True
+                if tries == 1:
+                    return False
+                row = await runs.get_run(self.store, ctx.run.run_id)
+                return row is not None and row["attempt"] == attempt and row["status"] == record.status.value
+            except TickwheelError as exc:
+                if not exc.retriable or tries == RECORD_TRIES:
+                    raise
+                log.warning("recording the outcome failed (%s); trying again", exc.message, extra=ctx.log)
+                await asyncio.sleep(0.2 * 2**tries)
+        return False
 
     async def note_last_run(self, job_id: uuid.UUID, run_id: uuid.UUID, status: RunStatus) -> None:
         """Best effort: the job's summary of its latest run (the run row is the truth)."""

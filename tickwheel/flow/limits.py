@@ -165,8 +165,9 @@ class FlowLimits:
         k = self._keys(tenant, host)
         token = uuid.uuid4().hex
         rate = max(caps.target_rate_per_s, 0.001)
-        args = [now_ms, token, caps.tenant_concurrency, caps.target_concurrency, rate, max(rate, 1.0)]
-        args.append(max(1, math.ceil(caps.hold_s * 1000)))
+        hold_ms = max(1, math.ceil(caps.hold_s * 1000))
+        args: list[str | int | float] = [now_ms, token, caps.tenant_concurrency, caps.target_concurrency, rate]
+        args += [max(rate, 1.0), hold_ms]
         keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"]]
         try:
             async with self._gate:

@@ -1,0 +1,89 @@
+"""From a call's result to the run's next state (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from schemas.messages import HttpTarget, JobDefinition, KafkaTarget, RetryDoc, ScheduleDoc
+from tickwheel.core.retry import Outcome
+from tickwheel.model import retry_policy_of
+from tickwheel.store.runs import RunStatus
+from worker.outcome import body_of, breaker_failure, judge
+from worker.targets import CallResult
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+def definition(target: HttpTarget | KafkaTarget | None = None, **fields: object) -> JobDefinition:
+    return JobDefinition(
+        schedule=ScheduleDoc(type="once", run_at=NOW.isoformat()),
+        target=target or HttpTarget(url="https://example.com/hook"),
+        retry_policy=RetryDoc(max_attempts=3, base_delay_s=1.0, jitter=0.0),
+        **fields,  # type: ignore[arg-type]
+    )
+
+
+def verdict(result: CallResult, job: JobDefinition | None = None, attempt: int = 1):  # type: ignore[no-untyped-def]
+    job = job or definition()
+    return judge(result, job, retry_policy_of(job), attempt, NOW, NOW, rand=0.0)
+
+
+def answered(status: int, retry_after: str | None = None, excerpt: bytes = b"") -> CallResult:
+    return CallResult(0.0, 0.1, status=status, retry_after=retry_after, excerpt=excerpt)
+
+
+def test_a_2xx_succeeds_and_keeps_the_excerpt() -> None:
+    v = verdict(answered(204, excerpt=b"done"))
+    assert v.record.status is RunStatus.SUCCEEDED
+    assert (v.record.response_code, v.record.response_excerpt, v.record.error) == (204, "done", None)
+
+
+def test_a_5xx_retries_after_the_backoff_and_goes_dead_on_the_last_attempt() -> None:
+    first = verdict(answered(503))
+    assert first.record.status is RunStatus.RETRY
+    assert first.record.retry_at == NOW + timedelta(seconds=1)
+    last = verdict(answered(503), attempt=3)
+    assert last.record.status is RunStatus.DEAD
+    assert last.record.error is not None and last.record.error.startswith("HTTP 503; gave up after 3 attempts")
+
+
+def test_a_429_waits_at_least_its_retry_after() -> None:
+    v = verdict(answered(429, retry_after="30"))
+    assert v.record.status is RunStatus.RETRY
+    assert v.record.retry_at == NOW + timedelta(seconds=30)
+
+
+def test_a_redirect_and_a_404_are_permanent() -> None:
+    assert verdict(answered(302)).record.status is RunStatus.DEAD
+    assert verdict(answered(404)).record.status is RunStatus.DEAD
+
+
+def test_success_codes_of_the_job_decide_what_succeeds() -> None:
+    job = definition(HttpTarget(url="https://example.com/", success_codes=[202]))
+    assert verdict(answered(202), job).record.status is RunStatus.SUCCEEDED
+    assert verdict(answered(200), job).record.status is RunStatus.DEAD
+
+
+def test_errors_retry_unless_the_call_was_never_allowed_out() -> None:
+    timeout = CallResult(0.0, 5.0, error="timeout", detail="no answer within 5 s")
+    assert verdict(timeout).record.status is RunStatus.RETRY
+    assert verdict(timeout).record.error == "timeout: no answer within 5 s"
+    refused = CallResult(0.0, 0.0, error="egress_denied", detail="loopback")
+    assert verdict(refused).record.status is RunStatus.DEAD
+
+
+def test_a_delivered_kafka_message_succeeds() -> None:
+    job = definition(KafkaTarget(topic="t.orders"))
+    assert verdict(CallResult(0.0, 0.01, delivered=True), job).record.status is RunStatus.SUCCEEDED
+
+
+def test_only_failures_of_a_reached_target_feed_its_breaker() -> None:
+    assert breaker_failure(answered(503), Outcome.RETRY) is True
+    assert breaker_failure(answered(429), Outcome.RETRY) is False
+    assert breaker_failure(answered(404), Outcome.PERMANENT) is False
+    assert breaker_failure(CallResult(0, 0, error="egress_denied"), Outcome.PERMANENT) is None
+
+
+def test_payloads_are_sent_in_their_declared_encoding() -> None:
+    assert body_of(definition(payload="aGk=", payload_encoding="base64")) == b"hi"
+    assert body_of(definition(payload="plain", payload_encoding="text")) == b"plain"
