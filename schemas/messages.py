@@ -44,6 +44,10 @@ class HttpTarget(Base, tag="http", tag_field="type"):
     headers: dict[str, str] = {}
     timeout_s: float = 30.0
     success_codes: list[int] | None = None
+    # Flow limits for this job's target host (the worker's defaults apply when unset); they bound every call the
+    # worker makes to that host while this job's run waits, so they can only make the host's limits stricter.
+    max_concurrency: int | None = None
+    rate_per_s: float | None = None
 
 
 class KafkaTarget(Base, tag="kafka", tag_field="type"):
