@@ -74,9 +74,14 @@ def settings_errors(doc: Doc, config_maps: dict[str, dict[str, str]]) -> Iterato
             if key not in known:
                 yield f"{name_of(doc)}: {key} is not a tickwheel setting"
         try:
-            build({k: v for k, v in values.items() if k in known})
+            settings = build({k: v for k, v in values.items() if k in known})
         except SettingsError as exc:
             yield f"{name_of(doc)}: {exc.message}"
+            continue
+        grace_s = spec.get("terminationGracePeriodSeconds", 30)
+        if container.get("args") == ["worker"] and grace_s < settings.worker.shutdown_grace_s + 10:
+            yield f"{name_of(doc)}: terminationGracePeriodSeconds {grace_s} leaves no time to hand back runs after "
+            f"shutdown_grace_s {settings.worker.shutdown_grace_s}"
 
 
 def hardening_errors(doc: Doc) -> Iterator[str]:
