@@ -126,10 +126,12 @@ class RunHandler:
         if self.limits is None:
             return True
         w = self.settings.worker
+        target = ctx.definition.target
+        own = target if isinstance(target, HttpTarget) else None
         caps = Caps(
             tenant_concurrency=ctx.tenant.concurrency or w.tenant_concurrency,
-            target_concurrency=w.target_concurrency,
-            target_rate_per_s=w.target_rate_per_s,
+            target_concurrency=min(w.target_concurrency, (own and own.max_concurrency) or w.target_concurrency),
+            target_rate_per_s=min(w.target_rate_per_s, (own and own.rate_per_s) or w.target_rate_per_s),
             hold_s=ctx.lease_s(w),
         )
         granted = await self.limits.acquire(ctx.run.tenant_id, ctx.target_host(), caps, _ms(self.clock()))

@@ -161,3 +161,14 @@ async def test_a_worker_stopping_mid_call_hands_the_run_back_for_another_worker(
 
 async def inflight(worker: Worker) -> int:
     return worker.inflight
+
+
+async def test_a_jobs_own_target_cap_holds_for_its_calls(scene: Scene) -> None:
+    await scene.worker()
+    target = HttpTarget(url=scene.sink.url("/one-at-a-time", delay_ms=400), max_concurrency=1)
+    batch = [await scene.job(target) for _ in range(3)]
+    for run in batch:
+        await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=30)
+    assert scene.sink.peak_concurrency("/one-at-a-time") == 1
+    reasons = {a["error"] for run in batch for a in await runs.get_attempts(scene.store, run.run_id)}
+    assert "target_concurrency" in reasons
