@@ -132,6 +132,13 @@ class LaneConsumer:
         if not offsets:
             return
         try:
+            held = await consumer.assignment()
+            for topic, partition, _ in offsets:
+                if (topic, partition) not in held:  # taken away by a rebalance: its offsets are another member's
+                    self.tracker.forget(topic, partition)
+            offsets = [o for o in offsets if (o[0], o[1]) in held]
+            if not offsets:
+                return
             await consumer.commit(offsets)
             self.tracker.committed(offsets)
         except Exception as exc:  # a commit refused after a rebalance is harmless: claims make re-delivery safe

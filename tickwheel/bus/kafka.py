@@ -153,6 +153,11 @@ class KafkaConsumer:
             records.append(_record(msg))
         return records
 
+    async def assignment(self) -> set[tuple[str, int]]:
+        """The (topic, partition) pairs this consumer holds now (a group member's change on rebalances)."""
+        partitions = await self._run(self._consumer.assignment)
+        return {(tp.topic, tp.partition) for tp in partitions}
+
     async def commit(self, offsets: Iterable[tuple[str, int, int]]) -> None:
         """Commit (topic, partition, next offset to read) synchronously."""
         partitions = [TopicPartition(t, p, o) for t, p, o in offsets]
