@@ -20,6 +20,7 @@ from schemas.messages import (
     HttpTarget,
     JobDefinition,
     KafkaTarget,
+    Lane,
     RetryDoc,
     ScheduleDoc,
     encode,
@@ -125,6 +126,7 @@ class Scene:
         alert_url: str | None = None,
         state: str = "ACTIVE",
         at: datetime | None = None,
+        lane: Lane = "default",
     ) -> NewRun:
         """Write an ACTIVE job and its run due `at` (default now); the firer will fire it."""
         job_id = uuid.uuid4()
@@ -135,12 +137,13 @@ class Scene:
             payload=payload,
             retry_policy=retry,
             alert_url=alert_url,
+            priority=lane,
         )
         shard = shard_of(job_id, self.settings.shards)
         await self.store.execute(
             "INSERT INTO jobs (job_id, tenant_id, shard, state, version, definition, lane, created_at)"
-            " VALUES (?, ?, ?, ?, 1, ?, 'default', ?)",
-            [job_id, self.tenant, shard, state, encode(definition).decode(), now_utc()],
+            " VALUES (?, ?, ?, ?, 1, ?, ?, ?)",
+            [job_id, self.tenant, shard, state, encode(definition).decode(), lane, now_utc()],
         )
         run = NewRun(
             run_id=run_id_for(job_id, scheduled_at),
@@ -148,7 +151,7 @@ class Scene:
             tenant_id=self.tenant,
             job_version=1,
             shard=shard,
-            lane="default",
+            lane=lane,
             scheduled_at=scheduled_at,
             fire_at=scheduled_at,
         )

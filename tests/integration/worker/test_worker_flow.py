@@ -172,3 +172,17 @@ async def test_a_jobs_own_target_cap_holds_for_its_calls(scene: Scene) -> None:
     assert scene.sink.peak_concurrency("/one-at-a-time") == 1
     reasons = {a["error"] for run in batch for a in await runs.get_attempts(scene.store, run.run_id)}
     assert "target_concurrency" in reasons
+
+
+async def test_urgent_runs_do_not_wait_behind_a_full_default_lane(scene: Scene) -> None:
+    await scene.worker(lanes=("urgent", "default"), concurrency_default=1)
+    blocker = await scene.job(HttpTarget(url=scene.sink.url("/bulk", delay_ms=2500), timeout_s=5))
+    queued = await scene.job(HttpTarget(url=scene.sink.url("/bulk", delay_ms=2500), timeout_s=5))
+    await scene.sink.wait_arrived("/bulk", 1)
+    urgent = await scene.job(HttpTarget(url=scene.sink.url("/urgent")), lane="urgent")
+    [call] = await scene.sink.wait_for("/urgent", 1, timeout_s=2)
+    assert len(scene.sink.arrivals) == 2  # the blocker and the urgent call; the queued default run still waits
+    await scene.wait_status(urgent.run_id, "SUCCEEDED")
+    for run in (blocker, queued):
+        await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
+    assert call.header("webhook-id") == str(urgent.run_id)
