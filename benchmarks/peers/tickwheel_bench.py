@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import sys
 import uuid
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 
 import aiohttp
@@ -66,8 +67,15 @@ def instant(at: datetime) -> str:
 class TickwheelSystem:
     name = "tickwheel"
 
-    def __init__(self, settings: Settings, api_url: str | None = None, concurrency: int = 16) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        api_url: str | None = None,
+        concurrency: int = 16,
+        make_tenant: Callable[[str], Awaitable[str]] = create_tenant,
+    ) -> None:
         self.settings = settings
+        self.make_tenant = make_tenant  # name -> API key; tests make tenants in their own keyspace
         self.api_url = api_url or f"http://127.0.0.1:{settings.api.port}"
         self.concurrency = concurrency
         self.keys: dict[str, str] = {}
@@ -94,7 +102,7 @@ class TickwheelSystem:
         stamp = datetime.now(UTC).strftime("%Y%m%d%H%M%S")
         for label in labels:
             if label not in self.keys:
-                self.keys[label] = await create_tenant(f"bench-{stamp}-{label}")
+                self.keys[label] = await self.make_tenant(f"bench-{stamp}-{label}")
 
     async def _submit(self, run: Planned, sink: Sink) -> Expected:
         assert self._http is not None, "start() first"
