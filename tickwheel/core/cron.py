@@ -242,12 +242,9 @@ def days_in_month(expr: CronExpr, year: int, month: int) -> tuple[int, ...]:
     ndays = calendar.monthrange(year, month)[1]
     if expr.dom_star and expr.dow_star:
         return tuple(range(1, ndays + 1))
-    if expr.dow_star:
-        chosen = _dom_days(expr.dom, year, month, ndays)
-    elif expr.dom_star:
-        chosen = _dow_days(expr.dow, year, month, ndays)
-    else:
-        chosen = _dom_days(expr.dom, year, month, ndays) | _dow_days(expr.dow, year, month, ndays)
+    dom_days = _dom_days(expr.dom, year, month, ndays)
+    dow_days = _dow_days(expr.dow, year, month, ndays)
+    chosen = dom_days & dow_days if expr.dom_star or expr.dow_star else dom_days | dow_days
     return tuple(sorted(chosen))
 
 

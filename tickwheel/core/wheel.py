@@ -46,7 +46,7 @@ class TimingWheel(Generic[K, V]):
         return key in self._index
 
     def insert(self, key: K, due_ms: int, value: V) -> bool:
-        """Add a timer; False (and nothing changes) if `key` is already pending. Past-due timers come out on the next advance."""
+        """Add a timer; False (nothing changes) if `key` is pending. Past-due timers come out on the next advance."""
         index = self._index
         if key in index:
             return False
