@@ -97,7 +97,8 @@ def start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
 
 async def timed_pass(settings: Settings, store: CassandraStore, sink: Sink, delay_ms: int, count: int) -> float:
     prefix = f"bench{uuid.uuid4().hex[:6]}."
-    env = {**os.environ, **OVERRIDES, "TICKWHEEL_KAFKA_TOPIC_PREFIX": prefix}
+    # Own topics and own Redis keys: the flow-control slots of a platform running on the same stack are not ours.
+    env = {**os.environ, **OVERRIDES, "TICKWHEEL_KAFKA_TOPIC_PREFIX": prefix, "TICKWHEEL_REDIS_KEY_PREFIX": prefix}
     local = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, topic_prefix=prefix))
     await run_migrate(local)
     dues = await write_runs(store, local, sink.url(f"/d{delay_ms}", delay_ms=delay_ms), count)

@@ -26,6 +26,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from worker.consumer import LaneConsumer
+from worker.near import Announcer
 from worker.pipeline import RunHandler
 from worker.targets import HttpCaller, KafkaCaller
 
@@ -47,6 +48,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._closers: list[Any] = []
         self.handler: RunHandler | None = None
+        self.announcer: Announcer | None = None
 
     async def start(self) -> Worker:
         s = self.settings
@@ -59,7 +61,9 @@ class Worker:
         http = HttpCaller(EgressPolicy.from_cidrs(s.worker.egress_allow), s.worker.response_excerpt_bytes)
         await http.start()
         self._closers.append(http.close)
-        self.handler = RunHandler(s, store, FlowLimits(s.worker, redis), http, KafkaCaller(producer), self.id)
+        self.announcer = Announcer(s, producer)
+        limits = FlowLimits(s.worker, redis)
+        self.handler = RunHandler(s, store, limits, http, KafkaCaller(producer), self.id, announcer=self.announcer)
         for lane in self.lanes():
             consumer = LaneConsumer(s, lane, self.handler.handle)
             self.consumers.append(consumer)
@@ -93,6 +97,8 @@ class Worker:
         for result in results:
             if isinstance(result, BaseException):
                 log.error("lane consumer ended with %r", result)
+        if self.announcer is not None:
+            await self.announcer.drain()
         for close in reversed(self._closers):
             with contextlib.suppress(Exception):
                 await close()

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, HttpTarget, decode_definition
+from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition
 from tickwheel import metrics
 from tickwheel.core.retry import Outcome, decide
 from tickwheel.errors import TickwheelError
@@ -28,9 +28,10 @@ from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.runs import FINAL, RUNNABLE, AttemptResult, RunStatus
+from tickwheel.store.runs import FINAL, RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
+from worker.near import Announcer
 from worker.outcome import Verdict, body_of, breaker_failure, judge
 from worker.requests import call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
@@ -58,6 +59,7 @@ class RunHandler:
         kafka: KafkaCaller,
         worker_id: str,
         *,
+        announcer: Announcer | None = None,
         clock: Clock = utc_now,
         rand: Callable[[], float] = random.random,
     ):
@@ -67,6 +69,7 @@ class RunHandler:
         self.http = http
         self.kafka = kafka
         self.worker_id = worker_id
+        self.announcer = announcer
         self.clock = clock
         self.rand = rand
         self.tenants = TenantCache(store)
@@ -146,6 +149,7 @@ class RunHandler:
         wait_s = max(denied.wait_s, self.settings.worker.defer_s) * (1.0 + 0.2 * self.rand())
         until = now + timedelta(seconds=wait_s)
         await runs.defer(self.store, ctx.run, ctx.due.attempt, until, denied.reason, now)
+        self.announce(ctx.run, ctx.due.attempt, "run", until, now)
         metrics.deferrals.labels(denied.reason).inc()
         log.info("run deferred %.1f s: %s", wait_s, denied.reason, extra={**ctx.log, "attempt": ctx.due.attempt})
 
@@ -155,6 +159,8 @@ class RunHandler:
             self.store, ctx.run.run_id, ctx.due.attempt, self.worker_id, lease_until, now, known=ctx.row
         )
         metrics.claims.labels("won" if transition.applied else "lost").inc()
+        if transition.applied:
+            self.announce(ctx.run, ctx.due.attempt + 1, "lease_check", lease_until, now)
         return transition.applied
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
@@ -184,7 +190,8 @@ class RunHandler:
         """The worker is stopping mid-call: give the run back now instead of waiting for its lease."""
         now = self.clock()
         result = AttemptResult(RunStatus.RETRY, error="worker stopped during the call", retry_at=now)
-        await runs.finish(self.store, ctx.run, attempt, result, self.worker_id, now, now)
+        if await runs.finish(self.store, ctx.run, attempt, result, self.worker_id, now, now):
+            self.announce(ctx.run, attempt, "run", now, now)
         log.warning("run handed back on shutdown", extra={**ctx.log, "attempt": attempt})
 
     async def record(
@@ -197,6 +204,8 @@ class RunHandler:
             log.warning("outcome not recorded: attempt %s no longer holds the run", attempt, extra=extra)
             return
         status = verdict.record.status
+        if verdict.record.retry_at is not None and status is RunStatus.RETRY:
+            self.announce(ctx.run, attempt, "run", verdict.record.retry_at, self.clock())
         metrics.runs_finished.labels(ctx.due.lane, status.value.lower()).inc()
         log.info("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
         if status is RunStatus.DEAD:
@@ -220,6 +229,10 @@ class RunHandler:
                 log.warning("recording the outcome failed (%s); trying again", exc.message, extra=ctx.log)
                 await asyncio.sleep(0.2 * 2**tries)
         return False
+
+    def announce(self, run: NewRun, attempt: int, kind: RunKind, fire_at: datetime, now: datetime) -> None:
+        if self.announcer is not None:
+            self.announcer.row_written(run, attempt, kind, fire_at, now)
 
     async def note_last_run(self, job_id: uuid.UUID, run_id: uuid.UUID, status: RunStatus) -> None:
         """Best effort: the job's summary of its latest run (the run row is the truth)."""
@@ -249,6 +262,8 @@ class RunHandler:
         if not await runs.expire_lease(self.store, run, due.attempt, retry_at, now):
             return
         metrics.lease_timeouts.inc()
+        if retry_at is not None:
+            self.announce(run, due.attempt, "run", retry_at, now)
         extra = {"tenant": run.tenant_id, "job_id": str(run.job_id), "run_id": str(run.run_id), "attempt": due.attempt}
         log.warning("lease expired; run %s", "retried" if retry_at else "dead", extra=extra)
         if retry_at is None and job is not None:

@@ -209,7 +209,9 @@ def scene_settings(settings: Settings, namespace: str) -> Settings:
 async def scene(settings: Settings, store: CassandraStore, namespace: str) -> AsyncIterator[Scene]:
     local = scene_settings(settings, namespace)
     lanes = topic_names(local.kafka.topic_prefix)
-    await ensure_topics(local.kafka, {lanes["default"]: 1, lanes["urgent"]: 1})
+    await ensure_topics(
+        local.kafka, {lanes["default"]: 1, lanes["urgent"]: 1, lanes["near"]: local.kafka.near_partitions}
+    )
     secrets = [generate_secret()]
     await store.execute(
         "INSERT INTO tenants (tenant_id, name, signing_secrets, created_at) VALUES (?, ?, ?, ?)",

@@ -8,8 +8,10 @@ import hmac
 import time
 from datetime import timedelta
 
-from schemas.messages import HttpTarget, RetryDoc, decode_alert
+from schemas.messages import HttpTarget, RetryDoc, decode_alert, decode_due_run, topic_names
 from tests.integration.worker.conftest import Scene, eventually, now_utc
+from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer
+from tickwheel.bus.near import near_partition_of
 from tickwheel.sink import SinkCall
 from tickwheel.store import runs
 
@@ -122,3 +124,23 @@ async def test_a_connection_reset_is_retried(scene: Scene) -> None:
     attempts = await runs.get_attempts(scene.store, run.run_id)
     assert [a["error"].split(":")[0] for a in attempts] == ["connection_error", "connection_error"]
     assert len(scene.sink.calls_to("/reset")) == 2
+
+
+async def test_retry_rows_and_lease_checks_are_announced_on_the_near_term_topic(scene: Scene) -> None:
+    await scene.worker()
+    run = await scene.job(HttpTarget(url=scene.sink.url("/announced", seq="503,200")))
+    await scene.wait_status(run.run_id, "SUCCEEDED")
+    near = topic_names(scene.settings.kafka.topic_prefix)["near"]
+    partition = near_partition_of(run.shard, scene.settings.kafka.near_partitions, scene.settings.shards)
+    consumer = KafkaConsumer(scene.settings.kafka)
+    await consumer.assign([(near, partition, OFFSET_BEGINNING)])
+    seen: list[tuple[str, int]] = []
+
+    async def read() -> list[tuple[str, int]]:
+        seen.extend((d.kind, d.attempt) for d in map(decode_due_run, (r.value for r in await consumer.poll(50, 0.3))))
+        return seen
+
+    await eventually(read, lambda s: {("lease_check", 1), ("run", 1), ("lease_check", 2)} <= set(s))
+    await consumer.close()
+    retry_row = next(d for d in scene.firer.fired if d.run_id == run.run_id and d.attempt == 1 and d.kind == "run")
+    assert retry_row.fire_at_ms > retry_row.scheduled_at_ms
