@@ -50,8 +50,14 @@ def test_several_gap_times_collapse_into_one_run_after_the_gap() -> None:
 @pytest.mark.parametrize(
     ("policy", "expected"),
     [
-        (DstRepeatPolicy.FIRST, [("2026-11-01T01:30:00-04:00", "skipped_sibling"), ("2026-11-02T01:30:00-05:00", None)]),
-        (DstRepeatPolicy.SECOND, [("2026-11-01T01:30:00-05:00", "skipped_sibling"), ("2026-11-02T01:30:00-05:00", None)]),
+        (
+            DstRepeatPolicy.FIRST,
+            [("2026-11-01T01:30:00-04:00", "skipped_sibling"), ("2026-11-02T01:30:00-05:00", None)],
+        ),
+        (
+            DstRepeatPolicy.SECOND,
+            [("2026-11-01T01:30:00-05:00", "skipped_sibling"), ("2026-11-02T01:30:00-05:00", None)],
+        ),
         (
             DstRepeatPolicy.BOTH,
             [("2026-11-01T01:30:00-04:00", "repeated"), ("2026-11-01T01:30:00-05:00", "repeated")],
