@@ -28,7 +28,7 @@ from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.runs import FINAL, RUNNABLE, AttemptResult, NewRun, RunStatus
+from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
 from worker.near import Announcer
@@ -110,7 +110,7 @@ class RunHandler:
         """The run's context, or None when there is nothing to do (the reason is logged and counted)."""
         extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
         row = await runs.get_run(self.store, due.run_id)
-        if row is None or row["status"] in FINAL or row["status"] not in RUNNABLE or row["attempt"] != due.attempt:
+        if row is None or row["status"] not in RUNNABLE or row["attempt"] != due.attempt:  # final, running or re-fired
             metrics.claims.labels("skipped").inc()
             log.debug("run is not runnable at attempt %s: %s", due.attempt, row and row["status"], extra=extra)
             return None
@@ -124,7 +124,7 @@ class RunHandler:
         tenant = await self.tenants.get(run.tenant_id)
         return RunContext(due, row, run, decode_definition(job["definition"]), tenant)
 
-    async def admit(self, ctx: RunContext) -> Permit | Denied | bool | None:
+    async def admit(self, ctx: RunContext) -> Permit | bool | None:
         """A flow-control permit (True when limits are off), or None after deferring the run."""
         if self.limits is None:
             return True
