@@ -66,6 +66,10 @@ class TimingWheel(Generic[K, V]):
     def advance(self, now_ms: int) -> list[tuple[int, K, V]]:
         """Move the clock to `now_ms` and return every pending timer with due_ms <= now_ms, ordered by due time
         (ties in insertion order). The clock never moves back; an earlier `now_ms` only returns past-due inserts."""
+        if now_ms == self._now + 1 and self._tick_ms == 1 and not self._past and now_ms & self._mask != self._mask:
+            self._now = now_ms  # fast path: one 1-ms tick inside a revolution (the dispatcher's steady state)
+            bucket = self._rings[0][now_ms & self._mask]
+            return self._take(bucket, sort=False) if bucket else []
         out: list[tuple[int, K, V]] = []
         if self._past:
             out.extend(self._take(self._past, sort=True))
@@ -80,8 +84,8 @@ class TimingWheel(Generic[K, V]):
         ring0, mask, sort = self._rings[0], self._mask, self._tick_ms > 1
         while self._now < target:
             start = self._now + 1
-            if any(ring0):
-                end = min(target, start | mask)
+            end = min(target, start | mask)
+            if end - start < 32 or any(ring0):
                 for tick in range(start, end + 1):
                     bucket = ring0[tick & mask]
                     if bucket:
