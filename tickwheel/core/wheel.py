@@ -163,8 +163,19 @@ class TimingWheel(Generic[K, V]):
             top += 1
         if top == self._levels and not start & ((1 << (bits * top)) - 1):
             self._redistribute(self._overflow, start >> (bits * top))
-        for level in range(min(top, self._levels - 1), 0, -1):
+        for level in range(min(top, self._levels - 1), 1, -1):
             self._redistribute(self._rings[level][(start >> (bits * level)) & mask], None)
+        if self._levels > 1:
+            self._cascade_into_level0(self._rings[1][(start >> bits) & mask])
+
+    def _cascade_into_level0(self, source: dict[K, tuple[int, K, V]]) -> None:
+        """The hot cascade: every entry of the level-1 bucket just entered belongs in level 0."""
+        ring0, mask, tick_ms, index = self._rings[0], self._mask, self._tick_ms, self._index
+        for key, entry in source.items():
+            bucket = ring0[(entry[0] // tick_ms) & mask]
+            bucket[key] = entry
+            index[key] = bucket
+        source.clear()
 
     def _redistribute(self, source: dict[K, tuple[int, K, V]], top_bucket: int | None) -> None:
         """Re-place the entries of `source` (only those in top-level bucket `top_bucket` when given)."""
