@@ -57,6 +57,7 @@ class Coordinator:
         self._changed = asyncio.Event()
         self._leader_gone = asyncio.Event()
         self._watching = False
+        self._watching_leader = False
         self._tasks: list[asyncio.Task[Any]] = []
 
     def now(self) -> datetime:
@@ -105,15 +106,28 @@ class Coordinator:
         try:
             await self.zk.call("create", LEADER, self.name.encode(), ephemeral=True)
         except NodeExistsError:
-            self._leader_gone.clear()
-            self.zk.watch_data(LEADER, self._on_leader_node)
-            return
+            if not await self._leader_node_is_ours():
+                self._watch_leader_node()
+                return
         log.info("coordinator %s is the leader", self.name)
         self.leader = True
         if not self._watching:
             self._watching = True
             self.zk.watch_children(MEMBERS, self._on_members)
         self._changed.set()
+
+    async def _leader_node_is_ours(self) -> bool:
+        """After a SUSPENDED session that survived, the leader znode may still be ours: lead again."""
+        try:
+            _, stat = await self.zk.call("get", LEADER)
+        except NoNodeError:
+            return False
+        return bool(stat.ephemeralOwner == self.zk.client.client_id[0])
+
+    def _watch_leader_node(self) -> None:
+        if not self._watching_leader:  # one watch for the process' life: kazoo re-arms it after reconnects
+            self._watching_leader = True
+            self.zk.watch_data(LEADER, self._on_leader_node)
 
     def _on_leader_node(self, data: bytes | None) -> None:
         if data is None:
