@@ -1,15 +1,17 @@
 """A hierarchical timing wheel: O(1) insert and cancel, due entries returned in due-time order.
 
-Layout: `levels` rings of `wheel_size` buckets (a power of two). Level 0 buckets are one tick each; a level-n
-bucket spans wheel_size**n ticks. An entry sits in the lowest level whose parent bucket is the one the clock is
-in now; when the clock enters a new bucket of a higher level, that bucket's entries move down ("cascade").
-Entries beyond the top level wait in an overflow dict, scanned when the clock enters a new top-level bucket
-(once every wheel_size**levels ticks: 2.2 years at 1 ms, 512 slots, 4 levels). Entries due at or before the
+Layout: `levels` rings of buckets. Level 0 buckets are one tick each; a level-n bucket spans wheel_size**n ticks
+(wheel_size a power of two). Each ring has 2 * wheel_size slots: it holds the children of its parent's current
+bucket and, once moved down, of the next one. `_open[n]` is the last level-n bucket already moved down; an entry
+sits in the lowest ring whose parent bucket is open. During the first three quarters of each level-n bucket the
+next one is moved down a little on every advance (in insertion order), so entering a bucket costs nothing: there is no
+cascade stall. Entries beyond the top ring wait in an overflow dict, scanned when the clock enters a new top
+bucket (every wheel_size**levels ticks: 2.2 years at 1 ms, 512 slots, 4 levels). Entries due at or before the
 current tick wait in `past` and come out first on the next advance.
 
 Every bucket is a dict key -> (due_ms, key, value) and an index maps each key to the dict holding it, so the
-same key is kept once and cancel is a dict delete. Dict order is insertion order, and cascades always reach a
-bucket before any direct insert can, so entries with equal due times come out in insertion order.
+same key is kept once and cancel is a dict delete. Dict order is insertion order, and entries always reach a
+bucket (by moving down) before any direct insert can, so equal due times come out in insertion order.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
+MIN_MOVE = 256  # entries moved down per advance at least, while a move is in progress
 
 
 class TimingWheel(Generic[K, V]):
@@ -30,9 +33,9 @@ class TimingWheel(Generic[K, V]):
         "_index",
         "_levels",
         "_mask",
-        "_mask0",
+        "_mask2",
         "_now",
-        "_open1",
+        "_open",
         "_overflow",
         "_paced_at",
         "_past",
@@ -46,14 +49,15 @@ class TimingWheel(Generic[K, V]):
         self._tick_ms = tick_ms
         self._bits = wheel_size.bit_length() - 1
         self._mask = wheel_size - 1
+        self._mask2 = 2 * wheel_size - 1
         self._levels = levels
         self._now = (start_ms + 1) // tick_ms - 1  # every tick <= _now has been returned
-        self._mask0 = 2 * wheel_size - 1  # level 0 holds this revolution and, once moved down, the next
         self._rings: list[list[dict[K, tuple[int, K, V]]]] = [
-            [{} for _ in range(2 * wheel_size if level == 0 else wheel_size)] for level in range(levels)
+            [{} for _ in range(2 * wheel_size)] for _ in range(levels)
         ]
-        self._open1 = (self._now + 1) >> self._bits  # level-1 buckets <= this one live in level 0
-        self._paced_at = self._now
+        start = self._now + 1
+        self._open = [start >> (self._bits * level) for level in range(levels + 1)]  # [0] unused
+        self._paced_at = [self._now] * (levels + 1)
         self._past: dict[K, tuple[int, K, V]] = {}
         self._overflow: dict[K, tuple[int, K, V]] = {}
         self._index: dict[K, dict[K, tuple[int, K, V]]] = {}
@@ -87,10 +91,10 @@ class TimingWheel(Generic[K, V]):
         (ties in insertion order). The clock never moves back; an earlier `now_ms` only returns past-due inserts."""
         if now_ms == self._now + 1 and self._tick_ms == 1 and not self._past and now_ms & self._mask != self._mask:
             self._now = now_ms  # fast path: one 1-ms tick inside a revolution (the dispatcher's steady state)
-            bucket = self._rings[0][now_ms & self._mask0]
+            bucket = self._rings[0][now_ms & self._mask2]
             fired = self._take(bucket, sort=False) if bucket else []
-            if self._open1 <= now_ms >> self._bits:
-                self._move_next_bucket_down()
+            if self._levels > 1 and (self._open[1] <= now_ms >> self._bits or not now_ms & 63):
+                self._move_down_step()
             return fired
         out: list[tuple[int, K, V]] = []
         if self._past:
@@ -98,98 +102,114 @@ class TimingWheel(Generic[K, V]):
         last_full_tick = (now_ms + 1) // self._tick_ms - 1
         self._run_ticks(last_full_tick, out)
         if self._tick_ms > 1 and (last_full_tick + 1) * self._tick_ms <= now_ms:
-            out.extend(self._take_due(self._rings[0][(last_full_tick + 1) & self._mask0], now_ms))
-        self._move_next_bucket_down()
+            out.extend(self._take_due(self._rings[0][(last_full_tick + 1) & self._mask2], now_ms))
+        self._move_down_step()
         return out
 
+    def next_due_ms(self) -> int | None:
+        """The exact earliest pending due time (None when empty); scans at most one ring per level."""
+        if self._past:
+            return min(entry[0] for entry in self._past.values())
+        bounds: list[tuple[int, int, dict[K, tuple[int, K, V]]]] = []
+        for level in range(self._levels):
+            first = self._first_bucket(level)
+            if first is not None:
+                bounds.append((first[0] << (self._bits * level), level, first[1]))
+        best: int | None = None
+        for lower, _, bucket in sorted(bounds, key=lambda b: (b[0], b[1])):
+            if best is not None and lower * self._tick_ms > best:
+                break
+            due = min(entry[0] for entry in bucket.values())
+            best = due if best is None else min(best, due)
+        if best is None and self._overflow:
+            best = min(entry[0] for entry in self._overflow.values())
+        return best
+
+    def _first_bucket(self, level: int) -> tuple[int, dict[K, tuple[int, K, V]]] | None:
+        """The first non-empty bucket of a ring, in time order, with its bucket number."""
+        ring = self._rings[level]
+        for number in self._bucket_numbers(level):
+            bucket = ring[number & self._mask2]
+            if bucket:
+                return number, bucket
+        return None
+
+    def _bucket_numbers(self, level: int) -> range:
+        """Bucket numbers a ring can hold now: from the current one to the end of the open parents."""
+        start, bits = self._now + 1, self._bits
+        current = start >> (bits * level)
+        parent_open = self._open[level + 1] if level + 1 < self._levels else current >> bits
+        return range(current, (parent_open + 1) << bits)
+
     def _run_ticks(self, target: int, out: list[tuple[int, K, V]]) -> None:
-        """Return every entry of ticks up to `target` into `out`, cascading at each revolution."""
-        ring0, mask, mask0, sort = self._rings[0], self._mask, self._mask0, self._tick_ms > 1
+        """Return every entry of ticks up to `target` into `out`, crossing bucket boundaries as it goes."""
+        ring0, mask, mask2, sort = self._rings[0], self._mask, self._mask2, self._tick_ms > 1
         while self._now < target:
             start = self._now + 1
             end = min(target, start | mask)
             if end - start < 32 or any(ring0):
                 for tick in range(start, end + 1):
-                    bucket = ring0[tick & mask0]
+                    bucket = ring0[tick & mask2]
                     if bucket:
                         out.extend(self._take(bucket, sort=sort))
             else:
                 end = self._idle_until(target)
-                if (end + 1) >> self._bits > self._open1:  # jumped over empty revolutions
-                    self._open1 = (end + 1) >> self._bits
-                    self._paced_at = end
             self._now = end
             if not (end + 1) & mask:
-                self._cascade(end + 1)
+                self._cross(end + 1)
+            else:
+                self._open_up_to(end + 1)  # an idle jump may land inside a later, empty, revolution
 
     def _idle_until(self, target: int) -> int:
-        """With level 0 empty, the last tick before the next non-empty bucket starts (or `target`)."""
-        start, bits, mask = self._now + 1, self._bits, self._mask
+        """With level 0 empty, the last tick before the next non-empty bucket begins (or `target`)."""
+        best = target
         for level in range(1, self._levels):
-            shift = bits * level
-            ring, here = self._rings[level], (start >> shift) & mask
-            for slot in range(here + 1, mask + 1):
-                if ring[slot]:
-                    parent = start >> (shift + bits) << (shift + bits)
-                    return min(target, parent + (slot << shift) - 1)
+            first = self._first_bucket(level)
+            if first is not None:
+                best = min(best, (first[0] << (self._bits * level)) - 1)
         if self._overflow:
-            top = bits * self._levels
-            return min(target, (((start >> top) + 1) << top) - 1)
-        return target
+            top = self._bits * self._levels
+            best = min(best, ((((self._now + 1) >> top) + 1) << top) - 1)
+        return max(best, self._now + 1)
 
-    def next_due_ms(self) -> int | None:
-        """The exact earliest pending due time (None when empty); costs a scan of at most one ring per level."""
-        if self._past:
-            return min(entry[0] for entry in self._past.values())
-        start, bits, mask, ring0 = self._now + 1, self._bits, self._mask, self._rings[0]
-        found = self._first_min(ring0, range(start, (start | mask) + 1), self._mask0)
-        if found is not None:
-            return found  # this revolution comes before everything else
-        following = range((start | mask) + 1, (start | mask) + mask + 2) if self._open1 > start >> bits else range(0)
-        firsts = [self._first_min(ring0, following, self._mask0)]  # the next revolution, moved down early...
-        for level in range(1, self._levels):  # ...may interleave with the rest of it still in level 1
-            here = (start >> (bits * level)) & mask
-            firsts.append(self._first_min(self._rings[level], range(here, mask + 1), mask))
-            if any(due is not None for due in firsts):
-                return min(due for due in firsts if due is not None)
-        if self._overflow:
-            return min(entry[0] for entry in self._overflow.values())
-        return firsts[0]
+    def _open_up_to(self, start: int) -> None:
+        for level in range(1, self._levels):
+            current = start >> (self._bits * level)
+            if current > self._open[level]:
+                self._open[level] = current
+                self._paced_at[level] = start - 1
 
-    @staticmethod
-    def _first_min(ring: list[dict[K, tuple[int, K, V]]], slots: range, mask: int) -> int | None:
-        for slot in slots:
-            bucket = ring[slot & mask]
-            if bucket:
-                return min(entry[0] for entry in bucket.values())
-        return None
-
-    def _move_next_bucket_down(self) -> None:
-        """Move the next level-1 bucket into level 0 a little at a time, done by mid-revolution, so entering
-        a revolution costs nothing (without it a cascade of 512 ms of runs stalls the loop)."""
+    def _move_down_step(self) -> None:
+        """Move part of each level's next bucket down one level, paced to be done three quarters through."""
         start, bits = self._now + 1, self._bits
-        current = start >> bits
-        following = current + 1
-        if self._levels < 2 or self._open1 != current or following >> bits != current >> bits:
-            return  # already moved, or the next bucket is still in level 2 (moved at the boundary)
-        source = self._rings[1][following & self._mask]
-        deadline = (current << bits) + ((self._mask + 1) >> 1)
-        if start >= deadline:
-            budget = len(source)
-        else:
-            elapsed = max(1, start - self._paced_at)
-            budget = max(256, -(-len(source) * elapsed // max(1, deadline - self._paced_at)))
-        self._paced_at = start
-        self._move_down(source, budget)
-        if not source:
-            self._open1 = following
+        for level in range(self._levels - 1, 0, -1):  # parents first
+            current = start >> (bits * level)
+            following = current + 1
+            if self._open[level] != current:
+                continue  # already moved
+            parent_open = self._open[level + 1] if level + 1 < self._levels else current >> bits
+            if following >> bits > parent_open:
+                continue  # its entries are still one level up
+            source = self._rings[level][following & self._mask2]
+            span = 1 << (bits * level)
+            deadline = current * span + span - max(1, span // 4)  # leaves the last quarter for the level below
+            if start >= deadline:
+                budget = len(source)
+            else:
+                paced = max(self._paced_at[level], current * span - 1)
+                budget = max(MIN_MOVE, -(-len(source) * max(1, start - paced) // max(1, deadline - paced)))
+            self._paced_at[level] = start
+            self._move_down(level, source, budget)
+            if not source:
+                self._open[level] = following
 
-    def _move_down(self, source: dict[K, tuple[int, K, V]], budget: int) -> None:
-        """Move the first `budget` entries of `source` (in insertion order) into level 0."""
-        ring0, mask0, tick_ms, index = self._rings[0], self._mask0, self._tick_ms, self._index
+    def _move_down(self, level: int, source: dict[K, tuple[int, K, V]], budget: int) -> None:
+        """Move the first `budget` entries of a level's bucket (in insertion order) into the ring below."""
+        ring, mask2, index = self._rings[level - 1], self._mask2, self._index
+        tick_ms, shift = self._tick_ms, self._bits * (level - 1)
         for key, entry in list(islice(source.items(), budget)):
             del source[key]
-            bucket = ring0[(entry[0] // tick_ms) & mask0]
+            bucket = ring[((entry[0] // tick_ms) >> shift) & mask2]
             bucket[key] = entry
             index[key] = bucket
 
@@ -198,12 +218,13 @@ class TimingWheel(Generic[K, V]):
         now = self._now
         if tick <= now:
             return self._past
-        start, bits = now + 1, self._bits
-        if tick >> bits <= self._open1:
-            return self._rings[0][tick & self._mask0]
-        for level in range(1, self._levels):
-            if (tick >> (bits * (level + 1))) == (start >> (bits * (level + 1))):
-                return self._rings[level][(tick >> (bits * level)) & self._mask]
+        bits, opened = self._bits, self._open
+        for level in range(self._levels - 1):
+            if tick >> (bits * (level + 1)) <= opened[level + 1]:
+                return self._rings[level][(tick >> (bits * level)) & self._mask2]
+        top = self._levels - 1
+        if tick >> (bits * self._levels) == (now + 1) >> (bits * self._levels):
+            return self._rings[top][(tick >> (bits * top)) & self._mask2]
         return self._overflow
 
     def _take(self, bucket: dict[K, tuple[int, K, V]], *, sort: bool) -> list[tuple[int, K, V]]:
@@ -224,29 +245,18 @@ class TimingWheel(Generic[K, V]):
             del self._index[entry[1]]
         return entries
 
-    def _cascade(self, start: int) -> None:
-        """The clock is entering tick `start`, the first of a level-0 revolution: move buckets down."""
-        bits, mask = self._bits, self._mask
-        self._open1 = max(self._open1, start >> bits)
-        self._paced_at = start - 1
+    def _cross(self, start: int) -> None:
+        """The clock enters tick `start`, the first of a revolution: open the buckets it enters and move down
+        whatever of them is still up (nothing, when the paced moves kept up)."""
+        bits = self._bits
         top = 1
         while top < self._levels and not start & ((1 << (bits * (top + 1))) - 1):
             top += 1
+        self._open_up_to(start)
         if top == self._levels and not start & ((1 << (bits * top)) - 1):
             self._redistribute(self._overflow, start >> (bits * top))
-        for level in range(min(top, self._levels - 1), 1, -1):
-            self._redistribute(self._rings[level][(start >> (bits * level)) & mask], None)
-        if self._levels > 1:
-            self._cascade_into_level0(self._rings[1][(start >> bits) & mask])
-
-    def _cascade_into_level0(self, source: dict[K, tuple[int, K, V]]) -> None:
-        """The hot cascade: every entry of the level-1 bucket just entered belongs in level 0."""
-        ring0, mask0, tick_ms, index = self._rings[0], self._mask0, self._tick_ms, self._index
-        for key, entry in source.items():
-            bucket = ring0[(entry[0] // tick_ms) & mask0]
-            bucket[key] = entry
-            index[key] = bucket
-        source.clear()
+        for level in range(min(top, self._levels - 1), 0, -1):
+            self._redistribute(self._rings[level][(start >> (bits * level)) & self._mask2], None)
 
     def _redistribute(self, source: dict[K, tuple[int, K, V]], top_bucket: int | None) -> None:
         """Re-place the entries of `source` (only those in top-level bucket `top_bucket` when given)."""
