@@ -44,7 +44,7 @@ class Caller:
 
 
 def api_settings(settings: Settings, **api: Any) -> Settings:
-    return dataclasses.replace(settings, api=dataclasses.replace(settings.api, auth_cache_s=0.0, **api))
+    return dataclasses.replace(settings, api=dataclasses.replace(settings.api, **{"auth_cache_s": 0.0, **api}))
 
 
 @pytest.fixture(scope="session")
