@@ -87,7 +87,7 @@ class DispatcherSettings:
     checkpoint_interval_s: float = 2.0
     resume_grace_s: int = 120
     capacity_per_s: int = 20_000
-    fire_concurrency: int = 1024
+    fire_concurrency: int = 256
     checkpoint_step_s: float = 10.0
     liveness_interval_s: float = 1.0
 
