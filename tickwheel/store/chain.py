@@ -13,10 +13,10 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from schemas.messages import DueRun, JobDefinition, ScheduleDoc, decode_definition
+from schemas.messages import DueRun, JobDefinition, decode_definition
 from tickwheel.core.ids import run_id_for
-from tickwheel.core.policies import DstGapPolicy, DstRepeatPolicy
-from tickwheel.core.schedule import CronSchedule, IntervalSchedule, OnceSchedule, Schedule, next_fire, parse_instant
+from tickwheel.core.schedule import next_fire
+from tickwheel.model import schedule_of
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun, create_run
 
@@ -74,38 +74,6 @@ class JobRow:
         )
 
 
-def schedule_of(doc: ScheduleDoc, created_at: datetime) -> Schedule:
-    """The core schedule of a stored definition (the API's `tickwheel.model.schedule_of` when it exists)."""
-    try:
-        from tickwheel.model import schedule_of as model_schedule_of  # type: ignore[import-not-found]
-    except ImportError:
-        return _schedule_of(doc, created_at)
-    try:
-        return model_schedule_of(doc)  # type: ignore[no-any-return]
-    except TypeError:
-        return model_schedule_of(doc, created_at)  # type: ignore[no-any-return]
-
-
-def _schedule_of(doc: ScheduleDoc, created_at: datetime) -> Schedule:
-    start = parse_instant(doc.start_at) if doc.start_at else None
-    end = parse_instant(doc.end_at) if doc.end_at else None
-    if doc.type == "once":
-        return OnceSchedule(run_at=parse_instant(doc.run_at or ""))
-    if doc.type == "interval":
-        return IntervalSchedule(
-            every_s=doc.every_s or 60, anchor_at=start or created_at, start_at=start, end_at=end, max_runs=doc.max_runs
-        )
-    return CronSchedule(
-        expr=doc.expr or "",
-        tz=doc.tz,
-        dst_gap=DstGapPolicy(doc.dst_gap),
-        dst_repeat=DstRepeatPolicy(doc.dst_repeat),
-        start_at=start,
-        end_at=end,
-        max_runs=doc.max_runs,
-    )
-
-
 async def read_job(store: CassandraStore, job_id: uuid.UUID) -> JobRow | None:
     rows = await store.execute(SELECT_JOB, [job_id])
     return JobRow.of(rows[0]) if rows else None
@@ -117,7 +85,7 @@ def is_recurring(job: JobRow) -> bool:
 
 def next_run_of(job: JobRow, after: datetime, fired_count: int) -> NewRun | None:
     """The job's run following the occurrence `after` (None when the schedule is exhausted)."""
-    at = next_fire(schedule_of(job.definition.schedule, job.created_at), after, fired_count=fired_count)
+    at = next_fire(schedule_of(job.definition), after, fired_count=fired_count)
     if at is None:
         return None
     return NewRun(
