@@ -27,9 +27,9 @@ class HealthServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
         await site.start()
-        sockets = site._server.sockets if site._server else ()  # type: ignore[union-attr]
-        if sockets:
-            self.port = sockets[0].getsockname()[1]
+        addresses = self._runner.addresses
+        if addresses:
+            self.port = int(addresses[0][1])
         return self.port
 
     async def stop(self) -> None:

@@ -16,6 +16,7 @@ from tests.integration.dispatch.conftest import (
     write_run,
 )
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
@@ -64,3 +65,22 @@ async def test_the_rescan_finds_a_run_written_inside_the_horizon_and_never_annou
     assert await d.engine.rescan() == 1
     assert await d.engine.rescan() == 0
     await lanes.wait_for(lambda: bool(lanes.runs({run.job_id})))
+
+
+async def test_a_serving_dispatcher_answers_its_probes_and_metrics(cluster: Cluster) -> None:
+    import aiohttp
+
+    [d] = await cluster(1)
+    await wait_until(lambda: covered([d]))
+    await wait_until(d.engine.ready)
+    async with aiohttp.ClientSession() as http:
+        for path, status in (("/healthz", 200), ("/readyz", 200)):
+            async with http.get(f"http://127.0.0.1:{d.health.port}{path}") as answer:
+                assert answer.status == status
+        async with http.get(f"http://127.0.0.1:{d.health.port}/metrics") as answer:
+            body = await answer.text()
+    assert "tickwheel_owned_shards" in body and "tickwheel_fire_lag_seconds" in body
+    d.engine.on_session(SessionState.SUSPENDED)
+    assert not d.engine.can_fire()
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{d.health.port}/readyz") as answer:
+        assert answer.status == 503
