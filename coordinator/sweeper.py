@@ -19,15 +19,13 @@ from tickwheel.bus.near import announce
 from tickwheel.settings import Settings
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.chain import JobRow, advance_job, is_recurring
+from tickwheel.store.chain import advance_job, is_recurring
+from tickwheel.store.jobs import Job, job_of
 from tickwheel.store.runs import NewRun, create_run
 
 log = logging.getLogger(__name__)
 
-SCAN_JOBS = (
-    "SELECT job_id, tenant_id, shard, state, version, definition, lane, next_run_id, next_run_at, fired_count,"
-    " created_at FROM jobs"
-)
+SCAN_JOBS = "SELECT * FROM jobs"
 SELECT_RUN = "SELECT status, attempt, due_at FROM runs WHERE run_id = ?"
 REFIRE_RUN = "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = 'SCHEDULED' AND attempt = 0"
 
@@ -90,7 +88,7 @@ class Sweeper:
     async def check(self, row: Row, now: datetime) -> Repair | None:
         if row["state"] != "ACTIVE" or row["next_run_id"] is None or not row["definition"]:
             return None
-        job = JobRow.of(row)
+        job = job_of(row)
         next_run_at = row["next_run_at"].replace(tzinfo=UTC) if row["next_run_at"] else None
         run = await self._run(row["next_run_id"])
         repair = diagnose(is_recurring(job), job.state, next_run_at, run, now, self.grace)
@@ -115,7 +113,7 @@ class Sweeper:
         due = rows[0]["due_at"]
         return RunView(rows[0]["status"], rows[0]["attempt"] or 0, due.replace(tzinfo=UTC) if due else None)
 
-    async def _repair(self, repair: Repair, job: JobRow, next_run_at: datetime, now: datetime) -> None:
+    async def _repair(self, repair: Repair, job: Job, next_run_at: datetime, now: datetime) -> None:
         if repair is Repair.CHAIN_FROM_NOW:
             assert job.next_run_id is not None
             _, following = await advance_job(

@@ -1,7 +1,7 @@
 """Chaining recurring jobs at fire time: before a cron/interval run goes out, its job's next run is written.
 
-The next occurrence is written only if the job is still ACTIVE at the version the run was made for and still
-points at this run (`next_run_id`), all in one LWT on the job row; so a paused, edited or deleted job chains
+The next occurrence is written only if the job is still ACTIVE, unchanged since it was read, and still points
+at this run (`next_run_id`), all in one LWT on the job row; so a paused, edited or deleted job chains
 nothing, a run fired twice chains once, and the outcome of the run never matters.
 """
 
@@ -10,22 +10,18 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from schemas.messages import DueRun, JobDefinition, decode_definition
+from schemas.messages import DueRun
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.schedule import next_fire
 from tickwheel.model import schedule_of
-from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import Job, JobState, get_job
 from tickwheel.store.runs import NewRun, create_run
 
 log = logging.getLogger(__name__)
 
-SELECT_JOB = (
-    "SELECT job_id, tenant_id, shard, state, version, definition, lane, next_run_id, next_run_at, fired_count,"
-    " created_at FROM jobs WHERE job_id = ?"
-)
 ADVANCE_JOB = (
     "UPDATE jobs SET next_run_id = ?, next_run_at = ?, fired_count = ?, updated_at = ? WHERE job_id = ?"
     " IF version = ? AND state = 'ACTIVE' AND next_run_id = ?"
@@ -43,47 +39,11 @@ class ChainResult(enum.StrEnum):
     """A once job, a retry or a lease check: nothing to chain."""
 
 
-@dataclass(frozen=True, slots=True)
-class JobRow:
-    """What chaining reads from `jobs`."""
-
-    job_id: uuid.UUID
-    tenant_id: str
-    shard: int
-    state: str
-    version: int
-    definition: JobDefinition
-    lane: str
-    next_run_id: uuid.UUID | None
-    fired_count: int
-    created_at: datetime
-
-    @classmethod
-    def of(cls, row: Row) -> JobRow:
-        return cls(
-            job_id=row["job_id"],
-            tenant_id=row["tenant_id"],
-            shard=row["shard"] or 0,
-            state=row["state"],
-            version=row["version"] or 0,
-            definition=decode_definition(row["definition"]),
-            lane=row["lane"] or "default",
-            next_run_id=row["next_run_id"],
-            fired_count=row["fired_count"] or 0,
-            created_at=(row["created_at"] or datetime.now(UTC).replace(tzinfo=None)).replace(tzinfo=UTC),
-        )
-
-
-async def read_job(store: CassandraStore, job_id: uuid.UUID) -> JobRow | None:
-    rows = await store.execute(SELECT_JOB, [job_id])
-    return JobRow.of(rows[0]) if rows else None
-
-
-def is_recurring(job: JobRow) -> bool:
+def is_recurring(job: Job) -> bool:
     return job.definition.schedule.type in ("cron", "interval")
 
 
-def next_run_of(job: JobRow, after: datetime, fired_count: int) -> NewRun | None:
+def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:
     """The job's run following the occurrence `after` (None when the schedule is exhausted)."""
     at = next_fire(schedule_of(job.definition), after, fired_count=fired_count)
     if at is None:
@@ -105,19 +65,22 @@ async def chain(store: CassandraStore, due: DueRun, now: datetime) -> tuple[Chai
     """Write the next run of the job `due` belongs to, if `due` is its current first attempt."""
     if due.kind != "run" or due.attempt != 0:
         return ChainResult.NOT_RECURRING, None
-    job = await read_job(store, due.job_id)
+    job = await get_job(store, due.job_id)
     if job is None:
         return ChainResult.STALE, None
     if not is_recurring(job):
         return ChainResult.NOT_RECURRING, None
-    if job.state != "ACTIVE" or job.version != due.job_version:
+    # Not `job.version == due.job_version`: an edit that keeps the occurrence moves the run to the new version
+    # (runs.retarget) while the wheel still holds the old message. The LWT below requires the job to still point
+    # at this run, which a pause, a delete or a rescheduling edit has changed.
+    if job.state != JobState.ACTIVE:
         return ChainResult.STALE, None
     scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
     return await advance_job(store, job, due.run_id, scheduled_at, job.fired_count + 1, now)
 
 
 async def advance_job(
-    store: CassandraStore, job: JobRow, current_run_id: uuid.UUID, after: datetime, fired_count: int, now: datetime
+    store: CassandraStore, job: Job, current_run_id: uuid.UUID, after: datetime, fired_count: int, now: datetime
 ) -> tuple[ChainResult, NewRun | None]:
     """Point the job from `current_run_id` to its next run after `after` (LWT), then write that run."""
     following = next_run_of(job, after, fired_count)

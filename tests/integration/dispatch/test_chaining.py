@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 from tests.integration.dispatch.conftest import Cluster, LaneReader, covered, wait_until, write_interval_job
@@ -47,7 +48,8 @@ async def test_paused_edited_and_deleted_jobs_chain_nothing(
     edited, _ = await write_interval_job(store, first, every_s=2)
     deleted, _ = await write_interval_job(store, first, every_s=2)
     await store.execute("UPDATE jobs SET state = 'PAUSED', version = 2 WHERE job_id = ?", [paused])
-    await store.execute("UPDATE jobs SET version = 2 WHERE job_id = ?", [edited])
+    # A rescheduling edit (as the API makes it) bumps the version and points the job at a new run.
+    await store.execute("UPDATE jobs SET version = 2, next_run_id = ? WHERE job_id = ?", [uuid.uuid4(), edited])
     await store.execute("UPDATE jobs SET state = 'DELETED', version = 2 WHERE job_id = ?", [deleted])
     [d] = await cluster(1)
     await wait_until(lambda: covered([d]))
@@ -58,3 +60,18 @@ async def test_paused_edited_and_deleted_jobs_chain_nothing(
         [job] = await store.execute("SELECT fired_count, next_run_at FROM jobs WHERE job_id = ?", [job_id])
         assert job["fired_count"] == 0
         assert job["next_run_at"] == first.replace(tzinfo=None)
+
+
+async def test_an_edit_that_keeps_the_occurrence_keeps_the_chain(
+    cluster: Cluster, store: CassandraStore, lanes: LaneReader
+) -> None:
+    first = (datetime.now(UTC) + timedelta(seconds=5)).replace(microsecond=0)
+    edited, run = await write_interval_job(store, first, every_s=2)
+    # The API's edit of anything but the schedule: a new job version, the same run moved to it (runs.retarget),
+    # while a dispatcher may already hold the run's message at the old version.
+    await store.execute("UPDATE jobs SET version = 2 WHERE job_id = ?", [edited])
+    await store.execute("UPDATE runs SET job_version = 2 WHERE run_id = ?", [run.run_id])
+    await cluster(1)
+    await lanes.wait_for(lambda: len({r.run_id for r in lanes.runs({edited})}) >= 3, timeout_s=20)
+    [job] = await store.execute("SELECT fired_count, version FROM jobs WHERE job_id = ?", [edited])
+    assert job["fired_count"] >= 3 and job["version"] == 2
