@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from aiohttp import web
 
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.near import NearAnnouncer
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
@@ -26,8 +27,12 @@ class Api:
     producer: KafkaProducer
     redis: RedisClient
     clock: Callable[[], datetime] = utc_now
+    near: NearAnnouncer = field(init=False)
     # key hash -> (tenant, trusted until monotonic s); a revoked key is refused within settings.api.auth_cache_s
     key_cache: dict[str, tuple[Tenant, float]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "near", NearAnnouncer(self.settings, self.producer))
 
 
 API = web.AppKey("api", Api)

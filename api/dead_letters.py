@@ -11,6 +11,7 @@ from aiohttp import web
 from tickwheel.core.instants import parse_instant
 from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store import dead_letters as letters
+from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import Row
 from tickwheel.store.jobs import JobState, get_job
 from tickwheel.store.runs import new_run_of
@@ -18,7 +19,6 @@ from tickwheel.store.runs import new_run_of
 from .context import Api, api_of, tenant_of
 from .cursors import seal, unseal
 from .idempotency import idempotent
-from .planning import announce_if_near, due_run_of
 from .responses import json_response, list_document, page_limit, parse_uuid, path_uuid, query_instant
 from .wire import instant, parse_json
 
@@ -71,7 +71,7 @@ async def _redrive(api: Api, letter: Row, now: datetime) -> bool:
     run = await letters.redrive_dead_letter(api.store, letter, now, now, job_version=job.version)
     if run is None:
         return False
-    await announce_if_near(api, due_run_of(new_run_of(run), attempt=int(run["attempt"]), fire_at=now), now)
+    await api.near.announce_if_near(due_run_for(new_run_of(run), attempt=int(run["attempt"]), fire_at=now), now)
     return True
 
 

@@ -19,6 +19,7 @@ from tickwheel.core.schedule import Schedule, preview
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
+from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
 from tickwheel.store.runs import NewRun, to_utc
 
@@ -26,7 +27,7 @@ from . import quotas
 from .context import Api, api_of, tenant_of
 from .cursors import seal, unseal
 from .idempotency import idempotent
-from .planning import announce_if_near, due_run_of, next_at, plan_run, resume_at, to_ms
+from .planning import next_at, plan_run, resume_at, to_ms
 from .responses import job_document, json_response, list_document, page_limit, path_uuid
 from .validation import check_definition
 from .wire import decode_body, definition_document, instant, parse_json, to_definition
@@ -92,7 +93,7 @@ async def _create(request: web.Request, body: bytes) -> web.Response:
         await quotas.give_back_job_slot(api, tenant)
         raise
     metrics.jobs_created.labels(definition.schedule.type).inc()
-    await announce_if_near(api, due_run_of(run), now)
+    await api.near.announce_if_near(due_run_for(run), now)
     log.info("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
 
@@ -217,7 +218,7 @@ async def _apply(request: web.Request, job: Job, change: JobChange, run: NewRun 
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found})", field="If-Match")
     if run is not None:
-        await announce_if_near(api, due_run_of(run), now)
+        await api.near.announce_if_near(due_run_for(run), now)
     updated = dataclasses.replace(
         job,
         state=change.state,

@@ -1,31 +1,22 @@
-"""Which run a job gets next, as a `NewRun`, and its announcement on the near-term topic.
+"""Which run a job gets next, as a `NewRun` (its announcement goes through `tickwheel.bus.near.NearAnnouncer`).
 
 Time is an argument everywhere here; the handlers pass the API's clock.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, JobDefinition, topic_names
-from tickwheel import metrics
-from tickwheel.bus.near import announce
-from tickwheel.core.ids import epoch_ms, run_id_for
+from schemas.messages import JobDefinition
+from tickwheel.core.ids import run_id_for
 from tickwheel.core.policies import CatchUpPolicy
 from tickwheel.core.schedule import OnceSchedule, Schedule, catch_up, first_fire, next_fire
-from tickwheel.errors import TickwheelError
 from tickwheel.model import catch_up_of, lane_of, tolerance_ms_of
 from tickwheel.store.runs import NewRun
 
-from .context import Api
-
 log = logging.getLogger(__name__)
-
-NEAR_MARGIN_S = 5  # a run a little past the dispatchers' horizon may already be inside it when they rescan
-ANNOUNCE_TIMEOUT_S = 3.0
 
 
 def to_ms(at: datetime) -> datetime:
@@ -68,46 +59,3 @@ def plan_run(
         fire_at=at,
         tolerance_ms=tolerance_ms_of(definition),
     )
-
-
-def due_run_of(run: NewRun, attempt: int = 0, fire_at: datetime | None = None) -> DueRun:
-    return DueRun(
-        run_id=run.run_id,
-        job_id=run.job_id,
-        tenant_id=run.tenant_id,
-        shard=run.shard,
-        attempt=attempt,
-        kind="run",
-        lane=run.lane,  # type: ignore[arg-type]
-        job_version=run.job_version,
-        scheduled_at_ms=epoch_ms(run.scheduled_at),
-        fire_at_ms=epoch_ms(fire_at or run.fire_at),
-        tolerance_ms=run.tolerance_ms,
-    )
-
-
-def is_near(api: Api, fire_at: datetime, now: datetime) -> bool:
-    horizon = timedelta(seconds=api.settings.dispatcher.preload_horizon_s + NEAR_MARGIN_S)
-    return fire_at <= now + horizon
-
-
-async def announce_if_near(api: Api, due: DueRun, now: datetime) -> None:
-    """Announce a durably written run that the dispatchers may already have preloaded past.
-
-    A failure is logged, not answered: the run is durable, and the dispatchers' rescan finds it.
-    """
-    fire_at = datetime.fromtimestamp(due.fire_at_ms / 1000, UTC)
-    if not is_near(api, fire_at, now):
-        return
-    topic = topic_names(api.settings.kafka.topic_prefix)["near"]
-    send = announce(api.producer, topic, due, partitions=api.settings.kafka.near_partitions, shards=api.settings.shards)
-    try:
-        await asyncio.wait_for(send, ANNOUNCE_TIMEOUT_S)
-    except (TickwheelError, TimeoutError) as exc:
-        log.warning(
-            "near-term announcement failed; the rescan will find the run: %s",
-            exc,
-            extra={"tenant": due.tenant_id, "job_id": due.job_id, "run_id": due.run_id},
-        )
-        return
-    metrics.near_announced.inc()

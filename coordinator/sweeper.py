@@ -12,10 +12,9 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import topic_names
 from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
-from tickwheel.bus.near import announce
+from tickwheel.bus.near import NearAnnouncer
 from tickwheel.settings import Settings
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
@@ -66,9 +65,8 @@ class Sweeper:
     def __init__(self, settings: Settings, store: CassandraStore, producer: KafkaProducer):
         self.settings = settings
         self.store = store
-        self.producer = producer
+        self.near = NearAnnouncer(settings, producer)
         self.grace = timedelta(seconds=settings.coordinator.sweep_grace_s)
-        self.near_topic = topic_names(settings.kafka.topic_prefix)["near"]
 
     async def sweep(self, now: datetime) -> dict[Repair, int]:
         """One pass over the jobs table (paged); returns the repairs made."""
@@ -146,14 +144,4 @@ class Sweeper:
 
     async def _announce(self, run: NewRun, now: datetime) -> None:
         """A repaired run may fall inside a horizon the dispatchers already loaded: announce it."""
-        horizon = timedelta(seconds=self.settings.dispatcher.preload_horizon_s)
-        if run.fire_at >= now + horizon:
-            return
-        due = due_run_for(run)
-        await announce(
-            self.producer,
-            self.near_topic,
-            due,
-            partitions=self.settings.kafka.near_partitions,
-            shards=self.settings.shards,
-        )
+        await self.near.announce_if_near(due_run_for(run), now)

@@ -20,13 +20,13 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schemas.messages import LANES, Lane
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.near import NearAnnouncer
 from tickwheel.egress import EgressPolicy
 from tickwheel.flow.limits import FlowLimits
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from worker.consumer import LaneConsumer
-from worker.near import Announcer
 from worker.pipeline import RunHandler
 from worker.targets import HttpCaller, KafkaCaller
 
@@ -48,7 +48,7 @@ class Worker:
         self._tasks: list[asyncio.Task[None]] = []
         self._closers: list[Any] = []
         self.handler: RunHandler | None = None
-        self.announcer: Announcer | None = None
+        self.announcer: NearAnnouncer | None = None
 
     async def start(self) -> Worker:
         s = self.settings
@@ -61,7 +61,7 @@ class Worker:
         http = HttpCaller(EgressPolicy.from_cidrs(s.worker.egress_allow), s.worker.response_excerpt_bytes)
         await http.start()
         self._closers.append(http.close)
-        self.announcer = Announcer(s, producer)
+        self.announcer = NearAnnouncer(s, producer)
         limits = FlowLimits(s.worker, redis)
         self.handler = RunHandler(s, store, limits, http, KafkaCaller(producer), self.id, announcer=self.announcer)
         for lane in self.lanes():

@@ -21,17 +21,18 @@ from datetime import UTC, datetime, timedelta
 
 from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition
 from tickwheel import metrics
+from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.retry import Outcome, decide
 from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit
 from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
 from tickwheel.store import runs
+from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
-from worker.near import Announcer
 from worker.outcome import Verdict, body_of, breaker_failure, judge
 from worker.requests import call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
@@ -59,7 +60,7 @@ class RunHandler:
         kafka: KafkaCaller,
         worker_id: str,
         *,
-        announcer: Announcer | None = None,
+        announcer: NearAnnouncer | None = None,
         clock: Clock = utc_now,
         rand: Callable[[], float] = random.random,
     ):
@@ -232,7 +233,7 @@ class RunHandler:
 
     def announce(self, run: NewRun, attempt: int, kind: RunKind, fire_at: datetime, now: datetime) -> None:
         if self.announcer is not None:
-            self.announcer.row_written(run, attempt, kind, fire_at, now)
+            self.announcer.announce_soon(due_run_for(run, attempt=attempt, kind=kind, fire_at=fire_at), now)
 
     async def note_last_run(self, job_id: uuid.UUID, run_id: uuid.UUID, status: RunStatus) -> None:
         """Best effort: the job's summary of its latest run (the run row is the truth)."""

@@ -1,15 +1,29 @@
 """The near-term topic: runs written after their minute was preloaded reach the shard's owner through it.
 
 Partitions map to contiguous shard ranges, so a dispatcher assigns itself exactly the partitions that cover
-the shards it owns.
+the shards it owns. Whoever writes a run row that may fall inside the dispatchers' loaded horizon (the API on
+create, the worker on retries, deferrals and lease checks, the sweeper on repairs) announces it here, after the
+row is durable, through `NearAnnouncer`. An announcement that fails is logged, never answered as an error: the
+row is durable and the dispatchers' rescan finds it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, encode
+from schemas.messages import DueRun, encode, topic_names
+from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.errors import TickwheelError
+from tickwheel.settings import Settings
+
+log = logging.getLogger(__name__)
+
+NEAR_MARGIN_S = 5  # a row a little past the dispatchers' horizon may already be inside it when they rescan
+ANNOUNCE_TIMEOUT_S = 3.0
 
 
 def near_partition_of(shard: int, partitions: int, shards: int = 1024) -> int:
@@ -30,3 +44,41 @@ async def announce(producer: KafkaProducer, topic: str, run: DueRun, *, partitio
         key=str(run.job_id).encode(),
         partition=near_partition_of(run.shard, partitions, shards),
     )
+
+
+class NearAnnouncer:
+    """Announces durable run rows that the dispatchers may already have preloaded past."""
+
+    def __init__(self, settings: Settings, producer: KafkaProducer):
+        self.settings = settings
+        self.producer = producer
+        self.topic = topic_names(settings.kafka.topic_prefix)["near"]
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def is_near(self, fire_at: datetime, now: datetime) -> bool:
+        return fire_at <= now + timedelta(seconds=self.settings.dispatcher.preload_horizon_s + NEAR_MARGIN_S)
+
+    async def announce_if_near(self, due: DueRun, now: datetime) -> None:
+        """Announce `due` and wait for the ack, if it is near; a failure is logged."""
+        if not self.is_near(datetime.fromtimestamp(due.fire_at_ms / 1000, UTC), now):
+            return
+        s = self.settings
+        try:
+            send = announce(self.producer, self.topic, due, partitions=s.kafka.near_partitions, shards=s.shards)
+            await asyncio.wait_for(send, ANNOUNCE_TIMEOUT_S)
+        except (TickwheelError, TimeoutError) as exc:
+            extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id)}
+            log.warning("near-term announcement failed; the rescan will find the row: %s", exc, extra=extra)
+            return
+        metrics.near_announced.inc()
+
+    def announce_soon(self, due: DueRun, now: datetime) -> None:
+        """`announce_if_near` in the background, for callers that must not wait (a worker between calls)."""
+        task = asyncio.create_task(self.announce_if_near(due, now))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def drain(self, timeout_s: float = ANNOUNCE_TIMEOUT_S) -> None:
+        """Wait for background announcements still on their way (shutdown)."""
+        if self._pending:
+            await asyncio.wait(set(self._pending), timeout=timeout_s)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun
+from schemas.messages import DueRun, RunKind
 from tickwheel.core.ids import epoch_ms
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun
@@ -47,19 +47,20 @@ def due_run_of(row: Row, shard: int) -> DueRun:
     )
 
 
-def due_run_for(run: NewRun) -> DueRun:
-    """The first-attempt row a freshly written run fires as (to announce it, or put it in a wheel directly)."""
+def due_run_for(run: NewRun, *, attempt: int = 0, kind: RunKind = "run", fire_at: datetime | None = None) -> DueRun:
+    """The message the bucket row of (run, attempt, kind) at `fire_at` (default: the run's) fires as."""
+    fire_at = fire_at or run.fire_at
     return DueRun(
         run_id=run.run_id,
         job_id=run.job_id,
         tenant_id=run.tenant_id,
         shard=run.shard,
-        attempt=0,
-        kind="run",
+        attempt=attempt,
+        kind=kind,
         lane=run.lane,  # type: ignore[arg-type]
         job_version=run.job_version,
         scheduled_at_ms=_aware_ms(run.scheduled_at),
-        fire_at_ms=_aware_ms(run.fire_at.replace(microsecond=run.fire_at.microsecond // 1000 * 1000)),
+        fire_at_ms=_aware_ms(fire_at.replace(microsecond=fire_at.microsecond // 1000 * 1000)),
         tolerance_ms=run.tolerance_ms,
     )
 

@@ -12,8 +12,8 @@ import time
 from typing import Any
 
 from api_bodies import cron_job
-from conftest import STACK_DIR, Caller
 
+from tests.integration.api.conftest import STACK_DIR, Caller
 from tickwheel.stack import start_server, stop_server
 
 RECOVERY_TIMEOUT_S = 120

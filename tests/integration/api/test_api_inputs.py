@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from api_bodies import cron_job
-from conftest import Caller
 
 from api.meta import openapi_document
+from tests.integration.api.conftest import Caller
 
 
 async def problem_of(response: Any, status: int) -> dict[str, Any]:

@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from api_bodies import cron_job, once_job
-from conftest import Caller
 
 from schemas.messages import decode_due_run, topic_names
+from tests.integration.api.conftest import Caller
 from tickwheel.bus.kafka import KafkaConsumer
 from tickwheel.core.ids import run_id_for, shard_of
 from tickwheel.settings import Settings

@@ -6,8 +6,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from api_bodies import cron_job
-from conftest import Caller
 
+from tests.integration.api.conftest import Caller
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.dead_letters import add_dead_letter
