@@ -105,9 +105,7 @@ def _settle(acked: asyncio.Future[tuple[int, int]], err: KafkaError | None, msg:
 class KafkaConsumer:
     """A consumer used either with a group (subscribe) or by manual assignment (assign, positioned)."""
 
-    def __init__(
-        self, settings: KafkaSettings, *, group_id: str | None = None, extra: dict[str, Any] | None = None
-    ):
+    def __init__(self, settings: KafkaSettings, *, group_id: str | None = None, extra: dict[str, Any] | None = None):
         config = {
             "bootstrap.servers": settings.bootstrap,
             "group.id": group_id or "tickwheel-unassigned",
@@ -133,8 +131,7 @@ class KafkaConsumer:
 
         def read() -> dict[int, int]:
             return {
-                p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1]
-                for p in partitions
+                p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
             }
 
         try:
@@ -191,10 +188,7 @@ async def ensure_topics(settings: KafkaSettings, partitions: dict[str, int]) -> 
     missing = [name for name in partitions if name not in metadata.topics]
     if not missing:
         return []
-    new = [
-        NewTopic(n, num_partitions=partitions[n], replication_factor=settings.replication_factor)
-        for n in missing
-    ]
+    new = [NewTopic(n, num_partitions=partitions[n], replication_factor=settings.replication_factor) for n in missing]
     futures = admin.create_topics(new, operation_timeout=settings.request_timeout_s)
     for name, future in futures.items():
         try:
