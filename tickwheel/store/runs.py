@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tickwheel.core.ids import minute_bucket
 from tickwheel.store.cassandra import CassandraStore, Row
 
 
@@ -63,10 +64,6 @@ class Transition:
 
     applied: bool
     current: Row
-
-
-def minute_bucket(at: datetime) -> datetime:
-    return at.replace(second=0, microsecond=0)
 
 
 def to_utc(value: datetime | None) -> datetime | None:

@@ -27,13 +27,13 @@ from schemas.messages import (
     topic_names,
 )
 from tickwheel.bus.kafka import KafkaProducer, ensure_topics
-from tickwheel.core.ids import epoch_ms, run_id_for, shard_of
+from tickwheel.core.ids import epoch_ms, minute_bucket, run_id_for, shard_of
 from tickwheel.settings import Settings
 from tickwheel.signing import generate_secret
 from tickwheel.sink import Sink
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.runs import NewRun, minute_bucket
+from tickwheel.store.runs import NewRun
 from worker.main import Worker
 
 FAST_RETRY = RetryDoc(max_attempts=3, base_delay_s=0.2, max_delay_s=1.0, jitter=0.0)
