@@ -29,6 +29,10 @@ def add_commands(subparsers: Any) -> None:
     revoke.add_argument("name")
     revoke.add_argument("key_id")
     revoke.set_defaults(func=_with_store(_revoke))
+    secrets = commands.add_parser("secrets", help="show or rotate the tenant's webhook signing secrets")
+    secrets.add_argument("action", choices=("show", "rotate"))
+    secrets.add_argument("name")
+    secrets.set_defaults(func=_with_store(_secrets))
 
 
 def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitable[int]]) -> Any:
@@ -49,7 +53,9 @@ def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitabl
 
 async def _create(store: CassandraStore, args: argparse.Namespace) -> int:
     tenant, key = await tenants.create_tenant(store, args.name, datetime.now(UTC))
-    print(f"tenant {tenant.name} created (id {tenant.tenant_id}); its API key, shown only now:")
+    print(f"tenant {tenant.name} created (id {tenant.tenant_id})")
+    print(f"webhook signing secret (verify `webhook-signature` with it): {tenant.signing_secrets[0]}")
+    print("its API key, shown only now:")
     print(key)
     return 0
 
@@ -74,4 +80,15 @@ async def _revoke(store: CassandraStore, args: argparse.Namespace) -> int:
     tenant = await tenants.tenant_by_name(store, args.name)
     await tenants.revoke_key(store, tenant.tenant_id, args.key_id, datetime.now(UTC))
     print(f"key {args.key_id} of {tenant.name} revoked")
+    return 0
+
+
+async def _secrets(store: CassandraStore, args: argparse.Namespace) -> int:
+    """Signing secrets, newest first; a rotation keeps the previous one, and calls carry both signatures."""
+    tenant = await tenants.tenant_by_name(store, args.name)
+    if args.action == "rotate":
+        tenant = await tenants.rotate_signing_secret(store, tenant.tenant_id)
+        print(f"new signing secret for {tenant.name}; the previous one still signs until the next rotation")
+    for position, secret in enumerate(tenant.signing_secrets):
+        print(f"{'current' if position == 0 else 'previous'}\t{secret}")
     return 0

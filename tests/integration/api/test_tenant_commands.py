@@ -1,0 +1,42 @@
+"""`tickwheel tenants ...` on the real store: the key is the last line and authenticates; secrets rotate."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import uuid
+
+from tickwheel.settings import Settings
+from tickwheel.store import tenants
+from tickwheel.store.cassandra import CassandraStore
+
+
+async def tickwheel(settings: Settings, *args: str) -> list[str]:
+    env = {**os.environ, "TICKWHEEL_CASSANDRA_KEYSPACE": settings.cassandra.keyspace}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tickwheel.cli", *args, env=env, stdout=asyncio.subprocess.PIPE
+    )
+    out, _ = await proc.communicate()
+    assert proc.returncode == 0, out
+    return out.decode().strip().splitlines()
+
+
+async def test_a_created_tenants_key_is_the_last_line_and_authenticates(
+    settings: Settings, store: CassandraStore
+) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    lines = await tickwheel(settings, "tenants", "create", name)
+    tenant = await tenants.tenant_by_name(store, name)
+    assert await tenants.authenticate(store, lines[-1]) == tenant.tenant_id
+    assert any(tenant.signing_secrets[0] in line for line in lines)
+
+
+async def test_rotating_the_signing_secret_keeps_the_previous_one(settings: Settings, store: CassandraStore) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    await tickwheel(settings, "tenants", "create", name)
+    before = (await tenants.tenant_by_name(store, name)).signing_secrets
+    lines = await tickwheel(settings, "tenants", "secrets", "rotate", name)
+    after = (await tenants.tenant_by_name(store, name)).signing_secrets
+    assert after[1:] == before and after[0] != before[0] and after[0].startswith("whsec_")
+    assert lines[-2:] == [f"current\t{after[0]}", f"previous\t{before[0]}"]
