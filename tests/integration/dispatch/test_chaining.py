@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime, timedelta
 
-from tests.integration.dispatch.conftest import Cluster, LaneReader, covered, wait_until, write_interval_job
+from tests.integration.dispatch.conftest import (
+    Cluster,
+    LaneReader,
+    covered,
+    new_run,
+    wait_until,
+    write_interval_job,
+    write_run,
+)
 from tickwheel.store.cassandra import CassandraStore
 
 
@@ -48,18 +55,23 @@ async def test_paused_edited_and_deleted_jobs_chain_nothing(
     edited, _ = await write_interval_job(store, first, every_s=2)
     deleted, _ = await write_interval_job(store, first, every_s=2)
     await store.execute("UPDATE jobs SET state = 'PAUSED', version = 2 WHERE job_id = ?", [paused])
-    # A rescheduling edit (as the API makes it) bumps the version and points the job at a new run.
-    await store.execute("UPDATE jobs SET version = 2, next_run_id = ? WHERE job_id = ?", [uuid.uuid4(), edited])
+    # A rescheduling edit (as the API makes it) bumps the version and points the job at its new run, written.
+    later = await write_run(store, new_run(edited, first + timedelta(hours=1)))
+    await store.execute(
+        "UPDATE jobs SET version = 2, next_run_id = ?, next_run_at = ? WHERE job_id = ?",
+        [later.run_id, later.scheduled_at.replace(tzinfo=None), edited],
+    )
     await store.execute("UPDATE jobs SET state = 'DELETED', version = 2 WHERE job_id = ?", [deleted])
     [d] = await cluster(1)
     await wait_until(lambda: covered([d]))
     await lanes.wait_for(lambda: len({r.run_id for r in lanes.runs({control})}) >= 3, timeout_s=20)
+    next_at = {paused: first, edited: later.scheduled_at, deleted: first}
     for job_id in (paused, edited, deleted):
         # the already-written run still goes out (the worker's claim refuses a cancelled run); nothing follows
         assert len({r.run_id for r in lanes.runs({job_id})}) == 1
         [job] = await store.execute("SELECT fired_count, next_run_at FROM jobs WHERE job_id = ?", [job_id])
         assert job["fired_count"] == 0
-        assert job["next_run_at"] == first.replace(tzinfo=None)
+        assert job["next_run_at"] == next_at[job_id].replace(tzinfo=None)
 
 
 async def test_an_edit_that_keeps_the_occurrence_keeps_the_chain(
