@@ -220,8 +220,7 @@ def _parse(key: str, raw: str, kind: Any) -> Any:
 
 
 def host_port(endpoint: str, default_port: int) -> tuple[str, int]:
-    """Split `host:port` (or a bare host) — the one place endpoint strings are parsed."""
-    host, sep, port = endpoint.rpartition(":")
-    if not sep:
-        return endpoint, default_port
-    return host, int(port)
+    """`host:port`, a bare host, or the netloc of a URL, to a pair: the one place endpoints are parsed."""
+    netloc = endpoint.split("://", 1)[-1].split("/", 1)[0].rsplit("@", 1)[-1]
+    host, sep, port = netloc.rpartition(":")
+    return (host, int(port)) if sep and host else (netloc, default_port)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tickwheel import stack
-from tickwheel.settings import Settings
+from tickwheel.settings import Settings, host_port
 from tickwheel.stack import process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,7 +68,7 @@ def test_endpoint_overrides_read_only_the_four_server_variables() -> None:
     [("127.0.0.1:19042", ("127.0.0.1", 19042)), ("redis://h:16379/0", ("h", 16379)), ("h", ("h", 7))],
 )
 def test_host_port_accepts_pairs_and_urls(endpoint: str, expected: tuple[str, int]) -> None:
-    assert process.host_port(endpoint, 7) == expected
+    assert host_port(endpoint, 7) == expected
 
 
 def test_a_stopped_server_answers_again_after_start_server(stack_settings: Settings) -> None:

@@ -5,11 +5,11 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from tickwheel.settings import host_port
 from tickwheel.stack.process import (
     ServerSpec,
     StackError,
     ensure_maven_jars,
-    host_port,
     java_bin,
     port_open,
     server_dir,

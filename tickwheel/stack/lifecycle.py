@@ -11,11 +11,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from tickwheel.settings import host_port
 from tickwheel.stack import cassandra, kafka, redis, zookeeper
 from tickwheel.stack.process import (
     ServerSpec,
     StackError,
-    host_port,
     is_running,
     log_path,
     port_open,

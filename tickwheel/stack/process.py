@@ -65,13 +65,6 @@ def pid_path(stack_dir: Path, name: str) -> Path:
     return server_dir(stack_dir, name) / f"{name}.pid"
 
 
-def host_port(endpoint: str, default_port: int) -> tuple[str, int]:
-    """`host:port` (also the netloc of a URL) to a pair."""
-    netloc = endpoint.split("://", 1)[-1].split("/", 1)[0]
-    host, _, port = netloc.rpartition(":")
-    return (host, int(port)) if host else (netloc, default_port)
-
-
 def port_open(host: str, port: int, timeout_s: float = 1.0) -> bool:
     try:
         with socket.create_connection((host, port), timeout=timeout_s):

@@ -6,11 +6,11 @@ import logging
 import shutil
 from pathlib import Path
 
+from tickwheel.settings import host_port
 from tickwheel.stack.process import (
     ServerSpec,
     StackError,
     ensure_apt_packages,
-    host_port,
     port_open,
     server_dir,
 )

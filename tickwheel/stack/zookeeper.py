@@ -6,11 +6,11 @@ import logging
 import socket
 from pathlib import Path
 
+from tickwheel.settings import host_port
 from tickwheel.stack.process import (
     ServerSpec,
     StackError,
     ensure_apt_packages,
-    host_port,
     java_bin,
     server_dir,
 )
