@@ -37,12 +37,24 @@ def list_document(items: list[Any], next_cursor: str | None) -> dict[str, Any]:
     return document
 
 
+FINISHED = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
+
+
+def next_run_at(job: Job, last_run: dict[str, Any] | None) -> datetime | None:
+    """A once job whose run has finished has no next run (its row still points at that run, for history)."""
+    if job.definition.schedule.type == "once":
+        latest = (last_run["id"], last_run["status"]) if last_run else (str(job.last_run_id), job.last_run_status)
+        if latest[0] == str(job.next_run_id) and latest[1] in FINISHED:
+            return None
+    return job.next_run_at
+
+
 def job_document(job: Job, last_run: dict[str, Any] | None = None) -> dict[str, Any]:
     document = {
         "id": str(job.job_id),
         "state": job.state.value,
         "version": job.version,
-        "next_run_at": instant(job.next_run_at),
+        "next_run_at": instant(next_run_at(job, last_run)),
         "next_run_id": str(job.next_run_id) if job.next_run_id else None,
         "fired_count": job.fired_count,
         "created_at": instant(job.created_at),

@@ -241,3 +241,18 @@ async def test_get_reports_the_last_run_once_its_time_has_come(alice: Caller, st
         "status": "RUNNING",
         "attempt": 1,
     }
+
+
+async def test_a_once_job_whose_run_finished_has_no_next_run(alice: Caller, store: CassandraStore):
+    run_at = datetime.now(UTC) + timedelta(hours=1)
+    job = await (await alice.call("POST", "/v1/jobs", json=once_job(run_at))).json()
+    assert job["next_run_at"] is not None
+    # What the worker records on the job when the run finishes (its best-effort last-run summary).
+    await store.execute(
+        "UPDATE jobs SET last_run_id = ?, last_run_status = 'SUCCEEDED' WHERE job_id = ?",
+        [uuid.UUID(job["next_run_id"]), uuid.UUID(job["id"])],
+    )
+    shown = await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
+    listed = await (await alice.call("GET", "/v1/jobs")).json()
+    assert shown["next_run_at"] is None
+    assert [j["next_run_at"] for j in listed["items"] if j["id"] == job["id"]] == [None]
