@@ -100,7 +100,8 @@ async def play(args: argparse.Namespace) -> dict[str, Any]:
                 f"setup: {made} bulk jobs in {setup_s:.1f} s ({made / setup_s:.0f}/s), errors {bulk.errors}", flush=True
             )
             urgent = await urgent_task
-            await harness.wait_delivered(sink, bulk.expected, due + timedelta(seconds=args.max_drain))
+            everything = bulk.expected + urgent.expected
+            await harness.wait_delivered(sink, everything, due + timedelta(seconds=args.max_drain))
             after = await asyncio.to_thread(probe.snapshot)
         finally:
             await system.stop()
@@ -114,6 +115,17 @@ def counts(report: Report) -> dict[str, Any]:
     doc = asdict(report)
     doc.update(lost=len(report.lost), early=len(report.early), duplicates=sum(report.duplicates.values()))
     return doc
+
+
+def slowest(expected: list[Expected], calls: list[Call], count: int = 10) -> list[dict[str, Any]]:
+    """The latest first 2xx calls of these runs: when each was due, how late it started (to match with logs)."""
+    due = {e.run_id: e.due_at for e in expected}
+    first: dict[uuid.UUID, datetime] = {}
+    for c in calls:
+        if c.run_id in due and 200 <= c.status < 300:
+            first[c.run_id] = min(first.get(c.run_id, c.received_at), c.received_at)
+    lags = sorted(((at - due[r]).total_seconds(), r) for r, at in first.items())[-count:]
+    return [{"run_id": str(r), "due": due[r].isoformat(), "lag_s": round(lag, 3)} for lag, r in reversed(lags)]
 
 
 def summary(
@@ -156,6 +168,7 @@ def summary(
             "errors": urgent.errors,
             "report": counts(urgent_report),
         },
+        "urgent_slowest": slowest(urgent.expected, calls),
         "delta": asdict(delta),
         "per_run": per_run(delta, bulk_report.delivered + urgent_report.delivered),
     }
