@@ -6,6 +6,7 @@ import asyncio
 import dataclasses
 import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 from kazoo.client import KazooClient
 
@@ -14,6 +15,8 @@ from tickwheel.coordination.zookeeper import SessionState, ZooKeeper
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
+
+STACK_DIR = Path(__file__).resolve().parents[2] / ".stack"
 
 
 async def test_a_row_written_at_quorum_is_read_back(store: CassandraStore, namespace: str) -> None:
@@ -92,3 +95,16 @@ async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settin
         assert exc.retriable
     else:
         raise AssertionError("connect to a closed port succeeded")
+
+
+async def test_a_redis_client_keeps_working_across_a_redis_restart(settings: Settings, namespace: str) -> None:
+    from tickwheel import stack
+
+    if "redis" in stack.endpoint_overrides():
+        raise AssertionError("this test restarts the stack's own Redis; TICKWHEEL_REDIS points elsewhere")
+    client = RedisClient(settings.redis, prefix=f"{namespace}:")
+    assert await client.ping()
+    await asyncio.to_thread(stack.stop_server, STACK_DIR, "redis")
+    await asyncio.to_thread(stack.start_server, STACK_DIR, "redis")
+    assert await client.ping()  # the pooled connection died with the old server: a fresh one answers
+    await client.close()

@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -18,7 +20,16 @@ class RedisClient:
     """redis.asyncio with every key under `prefix` (a per-test namespace, or the platform's own)."""
 
     def __init__(self, settings: RedisSettings, *, prefix: str | None = None):
-        self.redis = aioredis.from_url(settings.url, socket_timeout=2.0, socket_connect_timeout=2.0)
+        # A pooled connection dies with a Redis restart; without retries every command on it fails until the
+        # pool happens to replace it (seen: 503s for minutes). Retry once on a fresh connection instead.
+        self.redis = aioredis.from_url(
+            settings.url,
+            socket_timeout=2.0,
+            socket_connect_timeout=2.0,
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=2),
+            retry_on_error=[RedisConnectionError, RedisTimeoutError],
+            health_check_interval=15,
+        )
         self.prefix = settings.key_prefix if prefix is None else prefix
 
     def key(self, *parts: str) -> str:
