@@ -24,6 +24,7 @@ from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, SessionState, ZooKeeper
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
+from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,10 @@ class Coordinator:
             previous, version = (decode_assignment(data) if data else None), stat.version
         except NoNodeError:
             previous, version = None, -1
-        new = next_assignment(previous, members, self.settings.shards)
+        # Without a published assignment (first start, or ZooKeeper's state lost) the epoch must still exceed
+        # every epoch the checkpoints were fenced with.
+        floor = await checkpoints.highest_epoch(self.store) if previous is None else 0
+        new = next_assignment(previous, members, self.settings.shards, floor_epoch=floor)
         current = new or previous
         self.assignment = current
         metrics.assignment_epoch.set(current.epoch if current else 0)

@@ -19,7 +19,7 @@ from tickwheel.settings import Settings
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.chain import advance_job, is_recurring
-from tickwheel.store.jobs import Job, job_of
+from tickwheel.store.jobs import Job, job_of, run_of
 from tickwheel.store.runs import NewRun, create_run
 
 log = logging.getLogger(__name__)
@@ -126,17 +126,7 @@ class Sweeper:
                 await self._announce(following, now)
             return
         fire_at = next_run_at if repair is Repair.RECREATE else now
-        run = NewRun(
-            run_id=job.next_run_id or uuid.uuid4(),
-            job_id=job.job_id,
-            tenant_id=job.tenant_id,
-            job_version=job.version,
-            shard=job.shard,
-            lane=job.lane,
-            scheduled_at=next_run_at,
-            fire_at=fire_at,
-            tolerance_ms=job.definition.delay_tolerance_s * 1000,
-        )
+        run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id)
         if repair is Repair.REFIRE:  # its due time moves to now, so the next pass does not repair it again
             await self.store.applied(REFIRE_RUN, [fire_at.replace(tzinfo=None), run.run_id])
         await create_run(self.store, run, now)

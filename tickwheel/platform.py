@@ -54,14 +54,14 @@ def up(stack_dir: Path, progress: Any = print) -> Settings:
 def start_process(stack_dir: Path, name: str, port: int, progress: Any = print) -> int:
     """Start one platform process unless it already runs; wait for its /readyz."""
     pid = process.read_pid(stack_dir, name)
-    if pid is not None and _ready(port):
+    if pid is not None and ready(port):
         progress(f"{name}: reusing pid {pid} on port {port}")
         return pid
     if pid is not None:
         process.terminate(stack_dir, name)
     pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", name])
     deadline = time.monotonic() + READY_TIMEOUT_S
-    while not _ready(port):
+    while not ready(port):
         if not process.is_running(pid) or time.monotonic() > deadline:
             log = process.log_path(stack_dir, name)
             raise stack.StackError(f"{name} did not become ready; last lines of {log}:\n{process.tail(log, 30)}")
@@ -70,7 +70,7 @@ def start_process(stack_dir: Path, name: str, port: int, progress: Any = print) 
     return pid
 
 
-def _ready(port: int) -> bool:
+def ready(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
             return bool(answer.status == 200)

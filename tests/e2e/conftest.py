@@ -8,13 +8,13 @@ import socket
 import subprocess
 import sys
 import time
-import urllib.request
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tickwheel.platform import ready
 from tickwheel.settings import Settings
 from tickwheel.sink import Sink
 
@@ -56,14 +56,6 @@ def _env(settings: Settings, ports: dict[str, int]) -> dict[str, str]:
     return env
 
 
-def _ready(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2) as answer:
-            return bool(answer.status == 200)
-    except OSError:
-        return False
-
-
 @pytest.fixture(scope="session")
 def platform(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Platform]:
     ports = {name: free_port() for name in PROCESSES}
@@ -79,7 +71,7 @@ def platform(settings: Settings, tmp_path_factory: pytest.TempPathFactory) -> It
     try:
         deadline = time.monotonic() + 90
         for name in PROCESSES:
-            while not _ready(ports[name]):
+            while not ready(ports[name]):
                 if procs[name].poll() is not None or time.monotonic() > deadline:
                     pytest.fail(f"{name} did not become ready:\n{logs[name].read_text()[-4000:]}")
                 time.sleep(0.3)

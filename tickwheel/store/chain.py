@@ -13,11 +13,10 @@ import uuid
 from datetime import UTC, datetime
 
 from schemas.messages import DueRun
-from tickwheel.core.ids import run_id_for
 from tickwheel.core.schedule import next_fire
 from tickwheel.model import schedule_of
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.jobs import Job, JobState, get_job
+from tickwheel.store.jobs import Job, JobState, get_job, run_of
 from tickwheel.store.runs import NewRun, create_run
 
 log = logging.getLogger(__name__)
@@ -48,17 +47,7 @@ def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:
     at = next_fire(schedule_of(job.definition), after, fired_count=fired_count)
     if at is None:
         return None
-    return NewRun(
-        run_id=run_id_for(job.job_id, at),
-        job_id=job.job_id,
-        tenant_id=job.tenant_id,
-        job_version=job.version,
-        shard=job.shard,
-        lane=job.lane,
-        scheduled_at=at,
-        fire_at=at,
-        tolerance_ms=job.definition.delay_tolerance_s * 1000,
-    )
+    return run_of(job, at)
 
 
 async def chain(store: CassandraStore, due: DueRun, now: datetime) -> tuple[ChainResult, NewRun | None]:

@@ -32,6 +32,12 @@ class Checkpoint:
     owner: str
 
 
+async def highest_epoch(store: CassandraStore) -> int:
+    """The highest owner epoch any shard's checkpoint holds (0 when there is none)."""
+    rows = await store.execute("SELECT owner_epoch FROM shard_checkpoints")
+    return max((row["owner_epoch"] or 0 for row in rows), default=0)
+
+
 async def read(store: CassandraStore, shards: Iterable[int], *, chunk: int = 128) -> dict[int, Checkpoint]:
     """The checkpoints of `shards` that exist."""
     wanted = sorted(set(shards))

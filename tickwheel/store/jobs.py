@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from schemas.messages import JobDefinition, decode_definition, encode
+from tickwheel.core.ids import run_id_for
+from tickwheel.model import tolerance_ms_of
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun, to_utc
@@ -53,6 +55,23 @@ class JobChange:
     definition: JobDefinition
     next_run_at: datetime | None
     next_run_id: uuid.UUID | None
+
+
+def run_of(
+    job: Job, scheduled_at: datetime, *, fire_at: datetime | None = None, run_id: uuid.UUID | None = None
+) -> NewRun:
+    """The job's run for the occurrence `scheduled_at` (its deterministic id unless given), at the job's version."""
+    return NewRun(
+        run_id=run_id or run_id_for(job.job_id, scheduled_at),
+        job_id=job.job_id,
+        tenant_id=job.tenant_id,
+        job_version=job.version,
+        shard=job.shard,
+        lane=job.lane,
+        scheduled_at=scheduled_at,
+        fire_at=fire_at or scheduled_at,
+        tolerance_ms=tolerance_ms_of(job.definition),
+    )
 
 
 def label_set(definition: JobDefinition) -> set[str]:

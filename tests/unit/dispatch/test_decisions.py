@@ -191,3 +191,10 @@ def test_the_sweeper_refires_a_run_still_scheduled_well_past_its_time() -> None:
 def test_the_sweeper_leaves_paused_and_deleted_jobs_alone() -> None:
     assert diagnose(True, "PAUSED", NOW, None, NOW, GRACE) is None
     assert diagnose(True, "DELETED", NOW, None, NOW, GRACE) is None
+
+
+def test_a_first_assignment_outranks_every_epoch_the_checkpoints_hold() -> None:
+    # ZooKeeper's state lost: no published assignment, but checkpoints fenced at epoch 41 must not fence us out.
+    first = next_assignment(None, ["m1"], 8, floor_epoch=41)
+    assert first is not None and first.epoch == 42
+    assert next_assignment(first, ["m1", "m2"], 8, floor_epoch=0).epoch == 43  # type: ignore[union-attr]
