@@ -27,11 +27,11 @@ from schemas.messages import (
     topic_names,
 )
 from tickwheel.bus.kafka import KafkaProducer, ensure_topics
-from tickwheel.core.ids import epoch_ms, minute_bucket, run_id_for, shard_of
+from tickwheel.core.ids import minute_bucket, run_id_for, shard_of
 from tickwheel.settings import Settings
 from tickwheel.signing import generate_secret
 from tickwheel.sink import Sink
-from tickwheel.store import runs
+from tickwheel.store import buckets, runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.runs import NewRun
 from worker.main import Worker
@@ -87,21 +87,8 @@ class Firer:
 
 
 def due_of(row: dict[str, Any]) -> DueRun:
-    fire_at = runs.to_utc(row["fire_at"])
-    scheduled_at = runs.to_utc(row["scheduled_at"])
-    assert fire_at is not None and scheduled_at is not None
-    return DueRun(
-        run_id=row["run_id"],
-        job_id=row["job_id"],
-        tenant_id=row["tenant_id"],
-        shard=row["shard"],
-        attempt=row["attempt"],
-        kind=row["kind"],
-        lane=row["lane"],
-        job_version=row["job_version"],
-        scheduled_at_ms=epoch_ms(scheduled_at),
-        fire_at_ms=epoch_ms(fire_at),
-    )
+    """A bucket row as the dispatcher would fire it (the store's one translation)."""
+    return buckets.due_run_of(row, row["shard"])
 
 
 @dataclass
