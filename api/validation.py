@@ -16,6 +16,7 @@ from tickwheel.core.schedule import Schedule, validate
 from tickwheel.errors import InvalidInput
 from tickwheel.model import schedule_of
 
+from .templates import check_payload_template
 from .wire import camel_field
 
 HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
@@ -40,6 +41,7 @@ def check_definition(definition: JobDefinition, *, min_interval_s: int) -> Sched
     else:
         check_kafka_target(definition.target)
     check_retry(definition.retry_policy)
+    check_payload_template(definition)
     _check_range(definition.delay_tolerance_s, 0, MAX_TOLERANCE_S, "delayToleranceS")
     check_labels(definition.labels)
     if definition.name is not None and not 0 < len(definition.name) <= MAX_NAME:

@@ -73,6 +73,7 @@ class JobDefinition(Base, frozen=True):
     target: Target
     payload: str = ""
     payload_encoding: Literal["json", "base64", "text"] = "json"
+    payload_template: bool = False  # render {{scheduled_at}} etc. in the payload's string values (core.templating)
     retry_policy: RetryDoc = RetryDoc()
     delay_tolerance_s: int = 0
     priority: Lane = "default"

@@ -33,8 +33,8 @@ from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
-from worker.outcome import Verdict, body_of, breaker_failure, judge
-from worker.requests import call_headers
+from worker.outcome import Verdict, breaker_failure, judge
+from worker.requests import call_body, call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
 
 log = logging.getLogger(__name__)
@@ -166,7 +166,7 @@ class RunHandler:
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
         lane = ctx.due.lane
-        body = body_of(ctx.definition)
+        body = call_body(ctx, attempt)
         headers = call_headers(ctx, attempt, body, int(self.clock().timestamp()))
         if ctx.due.attempt == 0:  # the promise is about first calls; a retry is late by design
             start_lag = (self.clock() - ctx.scheduled_at).total_seconds()

@@ -114,8 +114,10 @@ class Scene:
         state: str = "ACTIVE",
         at: datetime | None = None,
         lane: Lane = "default",
+        **definition_fields: Any,
     ) -> NewRun:
-        """Write an ACTIVE job and its run due `at` (default now); the firer will fire it."""
+        """Write an ACTIVE job and its run due `at` (default now); the firer will fire it. `definition_fields` are
+        further JobDefinition fields (name, payload_template, ...)."""
         job_id = uuid.uuid4()
         scheduled_at = (at or now_utc()).replace(microsecond=(at or now_utc()).microsecond // 1000 * 1000)
         definition = JobDefinition(
@@ -125,6 +127,7 @@ class Scene:
             retry_policy=retry,
             alert_url=alert_url,
             priority=lane,
+            **definition_fields,
         )
         shard = shard_of(job_id, self.settings.shards)
         await self.store.execute(
