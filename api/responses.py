@@ -82,6 +82,7 @@ def run_document(row: Row) -> dict[str, Any]:
         "last_error": row["last_error"],
         "dead_at": instant(row["dead_at"]),
         "redrive_count": row["redrive_count"] or 0,
+        "origin": row.get("origin") or "schedule",
     }
 
 

@@ -117,7 +117,8 @@ class RunHandler:
             return None
         run = runs.new_run_of(row)
         job = await read_job(self.store, run.job_id)
-        if job is None or job["state"] != "ACTIVE" or job["version"] != run.job_version:
+        runnable_states = ("ACTIVE", "PAUSED") if row.get("forced") else ("ACTIVE",)  # forced: a trigger
+        if job is None or job["state"] not in runnable_states or job["version"] != run.job_version:
             await runs.cancel(self.store, run, self.clock())
             metrics.claims.labels("cancelled").inc()
             log.info("run cancelled: its job is %s", _job_state(job, run.job_version), extra=extra)

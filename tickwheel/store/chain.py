@@ -13,6 +13,7 @@ import uuid
 from datetime import UTC, datetime
 
 from schemas.messages import DueRun
+from tickwheel.core.ids import is_schedule_run
 from tickwheel.core.schedule import next_fire
 from tickwheel.model import schedule_of
 from tickwheel.store.cassandra import CassandraStore
@@ -54,6 +55,8 @@ async def chain(store: CassandraStore, due: DueRun, now: datetime) -> tuple[Chai
     """Write the next run of the job `due` belongs to, if `due` is its current first attempt."""
     if due.kind != "run" or due.attempt != 0:
         return ChainResult.NOT_RECURRING, None
+    if not is_schedule_run(due.run_id, due.job_id, due.scheduled_at_ms):
+        return ChainResult.NOT_RECURRING, None  # a triggered or backfilled run: no job read, nothing to chain
     job = await get_job(store, due.job_id)
     if job is None:
         return ChainResult.STALE, None

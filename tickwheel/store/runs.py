@@ -56,6 +56,8 @@ class NewRun:
     scheduled_at: datetime
     fire_at: datetime
     tolerance_ms: int = 0
+    origin: str | None = None  # None: an occurrence of the schedule; 'trigger' or 'backfill': made on request
+    forced: bool = False  # a triggered run that may run while its job is paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +84,23 @@ INSERT_RUN = (
     "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
     " redrive_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?) IF NOT EXISTS"
 )
+# Runs made on request (origin set) also store origin and forced; a run of the schedule writes no null cells.
+INSERT_RUN_WITH_ORIGIN = (
+    "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
+    " redrive_count, created_at, origin, forced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?, ?, ?)"
+    " IF NOT EXISTS"
+)
 INSERT_BUCKET = (
     "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
     " job_version, scheduled_at, tolerance_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPSERT_HISTORY = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+# A run made on request names its origin in the history; other upserts leave the column as it is.
+UPSERT_HISTORY_WITH_ORIGIN = (
+    "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at, origin)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -111,7 +124,10 @@ def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -
 
 
 def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
-    return UPSERT_HISTORY, [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
+    if run.origin is None:
+        return UPSERT_HISTORY, params
+    return UPSERT_HISTORY_WITH_ORIGIN, [*params, run.origin]
 
 
 async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
@@ -122,7 +138,10 @@ async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     """
     params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
     params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
-    applied, current = await store.applied(INSERT_RUN, params)
+    if run.origin is None:
+        applied, current = await store.applied(INSERT_RUN, params)
+    else:
+        applied, current = await store.applied(INSERT_RUN_WITH_ORIGIN, [*params, run.origin, run.forced])
     if not applied and current.get("status") != RunStatus.SCHEDULED:
         return False
     await store.batch(
