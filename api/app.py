@@ -12,14 +12,14 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
-from . import dead_letters, jobs, meta, runs, schedules
+from . import dead_letters, jobs, meta, named, runs, schedules
 from .auth import authenticate
 from .context import API, Api, utc_now
 from .problems import problems
 
 BODY_OVERHEAD_BYTES = 64 * 1024
 # Every route table, in match order: literal paths (schedules: /v1/jobs/by-name/...) before /v1/jobs/{job_id}/...
-ROUTE_TABLES = (meta.routes, schedules.routes, jobs.routes, runs.routes, dead_letters.routes)
+ROUTE_TABLES = (meta.routes, named.routes, schedules.routes, jobs.routes, runs.routes, dead_letters.routes)
 
 
 def make_app(

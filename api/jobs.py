@@ -19,6 +19,7 @@ from tickwheel.core.schedule import Schedule, preview
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
+from tickwheel.store import names
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
 from tickwheel.store.runs import NewRun, to_utc
@@ -58,11 +59,17 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
 
 
 async def job_for_tenant(request: web.Request) -> Job:
-    """The job named in the path, if it is the caller's; another tenant's job is exactly as absent as none."""
-    job_id = path_uuid(request, "job_id", "job")
-    job = await job_store.get_job(api_of(request).store, job_id)
-    if job is None or job.tenant_id != tenant_of(request).tenant_id:
-        raise NotFound(f"no job {job_id}")
+    """The job named in the path (by id, or by name under /v1/jobs/by-name/), if it is the caller's; another
+    tenant's job is exactly as absent as none."""
+    api, tenant = api_of(request), tenant_of(request)
+    name = request.match_info.get("name")
+    if name is None:
+        job_id: uuid.UUID | None = path_uuid(request, "job_id", "job")
+    else:
+        job_id = await names.job_id_named(api.store, tenant.tenant_id, name)
+    job = None if job_id is None else await job_store.get_job(api.store, job_id)
+    if job is None or job.tenant_id != tenant.tenant_id:
+        raise NotFound(f"no job {job_id}" if name is None else f"no job named {name!r}")
     return job
 
 
@@ -73,13 +80,20 @@ async def create_job(request: web.Request) -> web.Response:
 
 
 async def _create(request: web.Request, body: bytes) -> web.Response:
+    now = api_of(request).clock()
+    definition, schedule = parse_definition(api_of(request), request, parse_json(body), now)
+    job = await create(request, definition, schedule, uuid.uuid4(), now)
+    return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job.job_id}")
+
+
+async def create(
+    request: web.Request, definition: JobDefinition, schedule: Schedule, job_id: uuid.UUID, now: datetime
+) -> Job:
+    """Write a checked definition as the caller's new job `job_id` with its first run (201 may follow)."""
     api, tenant = api_of(request), tenant_of(request)
-    now = api.clock()
-    definition, schedule = parse_definition(api, request, parse_json(body), now)
     at = next_at(schedule, now, 0)
     if at is None:
         raise InvalidInput("the schedule has no occurrence from now on", field="schedule")
-    job_id = uuid.uuid4()
     shard = shard_of(job_id, api.settings.shards)
     run = plan_run(job_id, tenant.tenant_id, shard, 1, definition, at)
     job = Job(
@@ -95,7 +109,7 @@ async def _create(request: web.Request, body: bytes) -> web.Response:
     metrics.jobs_created.labels(definition.schedule.type).inc()
     await api.near.announce_if_near(due_run_for(run), now)
     log.info("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
-    return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
+    return job
 
 
 @routes.get("/v1/jobs")
@@ -183,8 +197,8 @@ async def _patch(request: web.Request, body: bytes) -> web.Response:
         elif "payload" in document:
             merged.pop("payloadBase64", None)
         definition, schedule = parse_definition(api, request, merged, now)
-    change, run = _plan_change(job, state, definition, schedule, now)
-    return await _apply(request, job, change, run, now)
+    change, run = plan_change(job, state, definition, schedule, now)
+    return await apply_change(request, job, change, run, now)
 
 
 def _patched_state(value: Any, job: Job) -> JobState:
@@ -195,7 +209,7 @@ def _patched_state(value: Any, job: Job) -> JobState:
     return PATCH_STATES[value]
 
 
-def _plan_change(
+def plan_change(
     job: Job, state: JobState, definition: JobDefinition, schedule: Schedule | None, now: datetime
 ) -> tuple[JobChange, NewRun | None]:
     """The job's new values and the run it should have next."""
@@ -215,7 +229,9 @@ def _plan_change(
     return JobChange(state, definition, run.scheduled_at, run.run_id), run
 
 
-async def _apply(request: web.Request, job: Job, change: JobChange, run: NewRun | None, now: datetime) -> web.Response:
+async def apply_change(
+    request: web.Request, job: Job, change: JobChange, run: NewRun | None, now: datetime
+) -> web.Response:
     api = api_of(request)
     applied, found = await job_store.reschedule(api.store, job, change, run, now)
     if not applied:

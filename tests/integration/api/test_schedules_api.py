@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -104,3 +105,75 @@ async def test_another_tenants_job_cannot_be_triggered(alice: Caller, bob: Calle
     job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
     await problem(await bob.call("POST", f"/v1/jobs/{job['id']}/trigger"), 404)
     await problem(await bob.call("POST", f"/v1/jobs/{uuid.uuid4()}/trigger"), 404)
+
+
+async def test_put_by_name_creates_then_replaces_the_same_job_and_the_same_body_changes_nothing(alice: Caller):
+    path = "/v1/jobs/by-name/nightly-report"
+    created = await alice.call("PUT", path, json=cron_job(name=None))
+    assert created.status == 201, await created.text()
+    job = await created.json()
+    assert job["name"] == "nightly-report" and created.headers["Location"] == f"/v1/jobs/{job['id']}"
+    got = await alice.call("GET", path)
+    assert got.status == 200 and (await got.json())["id"] == job["id"] and got.headers["ETag"] == '"1"'
+    again = await alice.call("PUT", path, json=cron_job(name="nightly-report"))
+    assert again.status == 200 and (await again.json())["version"] == 1
+    edited = await alice.call("PUT", path, json=cron_job(name=None, schedule={"type": "cron", "expr": "0 10 * * *"}))
+    document = await edited.json()
+    assert edited.status == 200 and (document["id"], document["version"]) == (job["id"], 2)
+    assert document["schedule"]["expr"] == "0 10 * * *" and document["next_run_id"] != job["next_run_id"]
+    interval = {"type": "interval", "everyS": 3600}
+    first = await (await alice.call("PUT", "/v1/jobs/by-name/hourly", json=cron_job(name=None, schedule=interval))).json()
+    second = await (await alice.call("PUT", "/v1/jobs/by-name/hourly", json=cron_job(name=None, schedule=interval))).json()
+    assert (second["version"], second["schedule"]["anchorAt"]) == (1, first["schedule"]["anchorAt"])
+
+
+async def test_put_by_name_conditions_and_validation(alice: Caller):
+    path = "/v1/jobs/by-name/sync.orders_v2~eu"
+    await problem(await alice.call("PUT", path, json=cron_job(name=None), headers={"If-Match": '"1"'}), 412)
+    assert (await alice.call("PUT", path, json=cron_job(name=None))).status == 201
+    await problem(await alice.call("PUT", path, json=cron_job(name=None), headers={"If-None-Match": "*"}), 412)
+    await problem(await alice.call("PUT", path, json=cron_job(name=None), headers={"If-Match": '"7"'}), 412)
+    changed = cron_job(name=None, labels={"team": "data"})
+    assert (await alice.call("PUT", path, json=changed, headers={"If-Match": '"1"'})).status == 200
+    assert (await problem(await alice.call("PUT", path, json=cron_job(name="other")), 422))["field"] == "name"
+    assert (await problem(await alice.call("PUT", "/v1/jobs/by-name/-x", json=cron_job()), 422))["field"] == "name"
+    bad = cron_job(name=None, schedule={"type": "cron", "expr": "61 * * * *"})
+    assert (await problem(await alice.call("PUT", path, json=bad), 422))["field"] == "schedule.expr"
+    await problem(await alice.call("GET", "/v1/jobs/by-name/never-made"), 404)
+
+
+async def test_patch_and_delete_by_name_and_a_deleted_name_can_be_created_again(alice: Caller):
+    path = "/v1/jobs/by-name/cleanup"
+    job = await (await alice.call("PUT", path, json=cron_job(name=None))).json()
+    paused = await alice.call("PATCH", path, json={"state": "PAUSED"}, headers={"If-Match": '"1"'})
+    assert paused.status == 200 and (await paused.json())["state"] == "PAUSED"
+    kept = await alice.call("PUT", path, json=cron_job(name=None, payload={"report": "weekly"}))
+    assert (await kept.json())["state"] == "PAUSED"  # a replace keeps the state
+    assert (await alice.call("DELETE", path, headers={"Idempotency-Key": "del-1"})).status == 204
+    assert (await (await alice.call("GET", path)).json())["state"] == "DELETED"
+    again = await alice.call("PUT", path, json=cron_job(name=None))
+    assert again.status == 201 and (await again.json())["id"] != job["id"]
+
+
+async def test_names_belong_to_one_tenant(alice: Caller, bob: Caller):
+    path = "/v1/jobs/by-name/shared-name"
+    mine = await (await alice.call("PUT", path, json=cron_job(name=None))).json()
+    for method, body, headers in [("GET", None, {}), ("PATCH", {"state": "PAUSED"}, {"If-Match": '"1"'}),
+                                  ("DELETE", None, {})]:  # fmt: skip
+        await problem(await bob.call(method, path, json=body, headers=headers), 404)
+    theirs = await bob.call("PUT", path, json=cron_job(name=None))
+    assert theirs.status == 201 and (await theirs.json())["id"] != mine["id"]
+    assert (await (await alice.call("GET", path)).json())["id"] == mine["id"]
+
+
+async def test_racing_puts_of_a_new_name_make_one_job_and_a_put_is_idempotent_under_its_key(alice: Caller):
+    path = "/v1/jobs/by-name/raced"
+    answers = await asyncio.gather(*(alice.call("PUT", path, json=cron_job(name=None)) for _ in range(6)))
+    statuses = sorted(a.status for a in answers)
+    assert statuses.count(201) == 1 and set(statuses) <= {200, 201, 409}, statuses
+    listed = await (await alice.call("GET", "/v1/jobs")).json()
+    assert [j["name"] for j in listed["items"]] == ["raced"]
+    key = {"Idempotency-Key": "put-1"}
+    first = await alice.call("PUT", "/v1/jobs/by-name/keyed", json=cron_job(name=None), headers=key)
+    replay = await alice.call("PUT", "/v1/jobs/by-name/keyed", json=cron_job(name=None), headers=key)
+    assert (first.status, replay.status, replay.headers["Idempotent-Replayed"]) == (201, 201, "true")

@@ -1,0 +1,76 @@
+"""Issue 17 on the whole platform (api, coordinator, dispatcher, worker as processes): a triggered run is fired by
+the dispatcher and called by the worker with the scheduled time in its headers and its templated payload; a
+paused job runs a forced trigger and nothing else; the schedule's own chain is untouched by triggers."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import aiohttp
+
+from tickwheel.sink import Sink
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tenants import create_tenant
+
+
+class Client:
+    def __init__(self, http: aiohttp.ClientSession, api: str, key: str):
+        self.http, self.api, self.key = http, api, key
+
+    async def call(self, method: str, path: str, body: Any = None, **headers: str) -> tuple[int, Any]:
+        async with self.http.request(
+            method, f"{self.api}{path}", json=body, headers={"Authorization": f"Bearer {self.key}", **headers}
+        ) as answer:
+            return answer.status, await answer.json() if answer.status != 204 else None
+
+
+async def test_triggered_runs_reach_the_target_with_their_scheduled_time_and_a_rendered_payload(
+    platform: object, sink: Sink, store: CassandraStore
+) -> None:
+    api = platform.api_url  # type: ignore[attr-defined]
+    tenant, key = await create_tenant(store, f"e2e-{uuid.uuid4().hex[:8]}", datetime.now(UTC))
+    async with aiohttp.ClientSession() as http:
+        client = Client(http, api, key)
+        status, job = await client.call("POST", "/v1/jobs", {
+            "name": "hourly-sync",
+            "schedule": {"type": "cron", "expr": "0 * * * *", "tz": "Asia/Kolkata"},
+            "target": {"type": "http", "url": sink.url("/trigger")},
+            "payload": {"at": "{{scheduled_at}}", "local": "{{scheduled_at_local}}", "name": "{{job_name}}"},
+            "payloadTemplate": True,
+        })  # fmt: skip
+        assert status == 201, job
+        at = (datetime.now(UTC) + timedelta(seconds=3)).replace(microsecond=0)
+        status, run = await client.call("POST", f"/v1/jobs/{job['id']}/trigger", {"at": at.isoformat()})
+        assert status == 201, run
+        [call] = await sink.wait_for("/trigger", 1, timeout_s=30)
+        assert call.header("X-Tickwheel-Scheduled-At") == run["scheduled_at"] == at.isoformat(timespec="milliseconds")
+        assert call.header("X-Tickwheel-Run-Id") == run["id"] == call.header("webhook-id")
+        assert call.header("X-Tickwheel-Attempt") == "1"
+        assert json.loads(call.body) == {
+            "at": at.isoformat(timespec="milliseconds"),
+            "local": (at + timedelta(hours=5, minutes=30)).replace(tzinfo=None).isoformat(timespec="milliseconds")
+            + "+05:30",
+            "name": "hourly-sync",
+        }
+        status, paused = await client.call(
+            "PATCH", f"/v1/jobs/{job['id']}", {"state": "PAUSED"}, **{"If-Match": f'"{job["version"]}"'}
+        )
+        assert status == 200, paused
+        status, forced = await client.call("POST", f"/v1/jobs/{job['id']}/trigger", {"force": True})
+        assert status == 201, forced
+        calls = await sink.wait_for("/trigger", 2, timeout_s=30)
+        assert calls[1].header("X-Tickwheel-Run-Id") == forced["id"]
+        origins: dict[str, tuple[str, str]] = {}
+        for _ in range(50):  # the outcome is recorded just after the call
+            status, history = await client.call("GET", f"/v1/jobs/{job['id']}/runs")
+            origins = {r["id"]: (r["origin"], r["status"]) for r in history["items"]}
+            if origins.get(run["id"], ("", ""))[1] == origins.get(forced["id"], ("", ""))[1] == "SUCCEEDED":
+                break
+            await asyncio.sleep(0.2)
+        assert origins[run["id"]] == ("trigger", "SUCCEEDED") and origins[forced["id"]] == ("trigger", "SUCCEEDED")
+        assert origins[job["next_run_id"]] == ("schedule", "CANCELLED")  # the pause cancelled the hourly run
+    assert tenant.tenant_id
