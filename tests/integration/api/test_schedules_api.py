@@ -121,9 +121,9 @@ async def test_put_by_name_creates_then_replaces_the_same_job_and_the_same_body_
     document = await edited.json()
     assert edited.status == 200 and (document["id"], document["version"]) == (job["id"], 2)
     assert document["schedule"]["expr"] == "0 10 * * *" and document["next_run_id"] != job["next_run_id"]
-    interval = {"type": "interval", "everyS": 3600}
-    first = await (await alice.call("PUT", "/v1/jobs/by-name/hourly", json=cron_job(name=None, schedule=interval))).json()
-    second = await (await alice.call("PUT", "/v1/jobs/by-name/hourly", json=cron_job(name=None, schedule=interval))).json()
+    hourly = cron_job(name=None, schedule={"type": "interval", "everyS": 3600})
+    first = await (await alice.call("PUT", "/v1/jobs/by-name/hourly", json=hourly)).json()
+    second = await (await alice.call("PUT", "/v1/jobs/by-name/hourly", json=hourly)).json()
     assert (second["version"], second["schedule"]["anchorAt"]) == (1, first["schedule"]["anchorAt"])
 
 
