@@ -278,6 +278,8 @@ async def preview_job(request: web.Request) -> web.Response:
     job = await job_for_tenant(request)
     count = page_limit(request, 1000, name="count", default=10)
     doc = job.definition.schedule
-    fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz)
-    items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst} for f in fires]
-    return json_response({"fires": items})
+    fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz, with_excluded=True)
+    items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst, "expr": f.expr} for f in fires]
+    excluded = [{**item, "reason": f.excluded} for item, f in zip(items, fires, strict=True) if f.excluded]
+    return json_response({"fires": [item for item, f in zip(items, fires, strict=True) if not f.excluded],
+                          "excluded": excluded})  # fmt: skip

@@ -1,4 +1,7 @@
-"""Runs outside the schedule: trigger now (POST /v1/jobs/{job_id}/trigger).
+"""Runs outside the schedule and changes to it that keep the expression: trigger now, skip, pause until.
+
+Skip and pause-until change only the schedule document's `skip` list and `pausedUntil` (the time core passes
+over skipped occurrences and fires nothing before the pause's end), through the same versioned change as PATCH.
 
 A triggered run is a run like any other (same rows, same worker path) with its own id
 (`core.ids.requested_run_id`), `origin` 'trigger' in its row and the history, and no place in the chain: the
@@ -15,10 +18,14 @@ from typing import Any, TypeVar
 import msgspec
 from aiohttp import web
 
+from schemas.messages import ScheduleDoc
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.ids import requested_run_id
 from tickwheel.core.instants import parse_instant
+from tickwheel.core.policies import CatchUpPolicy
+from tickwheel.core.schedule import catch_up, next_fire, preview
 from tickwheel.errors import Conflict, InvalidInput
+from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobState, run_of
@@ -26,16 +33,18 @@ from tickwheel.store.runs import NewRun
 
 from .context import api_of
 from .idempotency import idempotent
-from .jobs import job_for_tenant
-from .planning import to_ms
+from .jobs import apply_change, expected_version, job_for_tenant, plan_change
+from .planning import plan_run, to_ms
 from .responses import json_response
+from .validation import check_schedule
 from .wire import field_of, instant, parse_json
 
 log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 
 TRIGGER_AHEAD = timedelta(days=7)  # bucket rows live 14 days; a trigger is "now", not a second schedule
-TRIGGER_PAST_SLACK = timedelta(minutes=5)  # an `at` a little behind the server's clock means now
+TRIGGER_PAST_SLACK = timedelta(minutes=5)
+ONE_MS = timedelta(milliseconds=1)  # an `at` a little behind the server's clock means now
 
 Body = TypeVar("Body", bound=msgspec.Struct)
 
@@ -122,3 +131,103 @@ def run_summary(run: NewRun) -> dict[str, Any]:
         "origin": run.origin,
         "forced": run.forced,
     }
+
+
+class SkipBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """POST /v1/jobs/{job_id}/skip: the next `count` occurrences, or one given `occurrence`."""
+
+    count: int | None = None
+    occurrence: str | None = None
+
+
+class PauseBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """POST /v1/jobs/{job_id}/pause: no fire before `until`; then the job goes on by itself."""
+
+    until: str
+
+
+MAX_SKIP_COUNT = 100
+MAX_PAUSE = timedelta(days=366)
+
+
+@routes.post("/v1/jobs/{job_id}/skip")
+async def skip(request: web.Request) -> web.Response:
+    body = await request.read()
+    return await idempotent(request, body, lambda: _skip(request, body))
+
+
+async def _skip(request: web.Request, body: bytes) -> web.Response:
+    asked = decode_as(body, SkipBody)
+    if (asked.count is None) == (asked.occurrence is None):
+        raise InvalidInput("send either count or occurrence", field="count")
+    if asked.count is not None and not 1 <= asked.count <= MAX_SKIP_COUNT:
+        raise InvalidInput(f"count must be from 1 to {MAX_SKIP_COUNT}", field="count")
+    job = await _recurring_job(request)
+    now = api_of(request).clock()
+    schedule = schedule_of(job.definition)
+    if asked.count is not None:
+        chosen = [f.at_utc for f in preview(schedule, now, asked.count)]
+    else:
+        at = body_instant(asked.occurrence or "", "occurrence")
+        if at <= now or next_fire(schedule, at - ONE_MS) != at:
+            raise InvalidInput("not an upcoming occurrence of the job's schedule (see its preview)", field="occurrence")
+        chosen = [at]
+    doc = job.definition.schedule
+    kept = [text for text in doc.skip if parse_instant(text) >= now]  # past skips can no longer matter
+    added = [text for text in (instant(at) for at in chosen) if text is not None and text not in kept]
+    return await _reschedule(request, job, msgspec.structs.replace(doc, skip=kept + added), now)
+
+
+@routes.post("/v1/jobs/{job_id}/pause")
+async def pause_until(request: web.Request) -> web.Response:
+    body = await request.read()
+    return await idempotent(request, body, lambda: _pause(request, body))
+
+
+async def _pause(request: web.Request, body: bytes) -> web.Response:
+    asked = decode_as(body, PauseBody) if body.strip() else None
+    if asked is None:
+        raise InvalidInput("send until: the instant the job goes on", field="until")
+    job = await _recurring_job(request)
+    now = api_of(request).clock()
+    until = body_instant(asked.until, "until")
+    if not now < until <= now + MAX_PAUSE:
+        raise InvalidInput(f"until must be after now and within {MAX_PAUSE.days} days", field="until")
+    doc = msgspec.structs.replace(job.definition.schedule, paused_until=instant(until))
+    response = await _reschedule(request, job, doc, now, state=JobState.ACTIVE)
+    await _catch_up_at(request, job, until, now)
+    return response
+
+
+async def _recurring_job(request: web.Request) -> Job:
+    job = await job_for_tenant(request)
+    if job.state is JobState.DELETED:
+        raise Conflict("the job is deleted")
+    if job.definition.schedule.type == "once":
+        raise Conflict("a once job has one occurrence: pause or delete it instead")
+    if "If-Match" in request.headers:
+        expected_version(request, job)
+    return job
+
+
+async def _reschedule(
+    request: web.Request, job: Job, doc: ScheduleDoc, now: datetime, *, state: JobState | None = None
+) -> web.Response:
+    """Apply a changed schedule document as PATCH would (versioned LWT, next run moved)."""
+    definition = msgspec.structs.replace(job.definition, schedule=doc)
+    schedule = check_schedule(definition, min_interval_s=0)  # only what this request added needs checking
+    change, run = plan_change(job, state or job.state, definition, schedule, now)
+    return await apply_change(request, job, change, run, now)
+
+
+async def _catch_up_at(request: web.Request, job: Job, until: datetime, now: datetime) -> None:
+    """Catch-up `all`: the occurrences the pause passes over (within the job's limits) run at `until`."""
+    policy, max_count, max_age_s = catch_up_of(job.definition)
+    if policy is not CatchUpPolicy.ALL:
+        return
+    api = api_of(request)
+    for at in catch_up(schedule_of(job.definition), now, until, policy, max_count, max_age_s):
+        run = plan_run(job.job_id, job.tenant_id, job.shard, job.version + 1, job.definition, at)
+        run = dataclasses.replace(run, fire_at=until)
+        await run_store.create_run(api.store, run, now)
+        await api.near.announce_if_near(due_run_for(run), now)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, time, timedelta
 
 from tickwheel.core.cron import CronExpr, parse_cron
 from tickwheel.core.ids import epoch_ms
-from tickwheel.core.zones import load_zone
+from tickwheel.core.zones import load_zone, resolve
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +45,17 @@ class Exclusions:
 
     def __bool__(self) -> bool:
         return bool(self.dates or self.crons or self.skipped_ms)
+
+    def search_from(self, at: datetime) -> datetime:
+        """Where the search for the next fire goes on after the excluded fire at `at`: past the end of its excluded
+        date range (the whole range is passed over at once), else just after `at`."""
+        local = at.astimezone(load_zone(self.tz))
+        day = local.date()
+        ends = [span.last for span in self.dates if span.first <= day <= span.last]
+        if not ends:
+            return at
+        next_day = datetime.combine(max(ends) + timedelta(days=1), time())
+        return max(at, resolve(next_day, load_zone(self.tz)).first - timedelta(microseconds=1))
 
     def reason(self, at: datetime) -> str | None:
         """Why the fire at `at` is excluded (`skipped`, `date 2026-12-25`, `except 0 9 * * 1`), or None."""

@@ -40,7 +40,7 @@ __all__ = [
 ONE_US = timedelta(microseconds=1)
 MAX_PREVIEW = 1000
 MAX_CATCH_UP_STEPS = 20_000
-MAX_EXCLUDED_STEPS = 10_000  # excluded fires passed over in one search (a year of daily holidays is 366)
+MAX_EXCLUDED_STEPS = 2_000  # excluded fires passed over in one search (an excluded date range counts as one)
 
 
 def validate(schedule: Schedule, *, min_interval_s: int = 60) -> None:
@@ -107,7 +107,7 @@ def _next_sourced(
         reason = schedule.exclusions.reason(found[0].at) if schedule.exclusions else None
         if reason is None or keep_excluded:
             return found[0], found[1], reason
-        lower = found[0].at
+        lower = schedule.exclusions.search_from(found[0].at)
     return None
 
 

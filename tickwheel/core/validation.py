@@ -21,6 +21,7 @@ def validate_schedule(schedule: Schedule, *, min_interval_s: int) -> None:
         require_aware(schedule.run_at, "schedule.run_at")
         return
     _check_window(schedule)
+    _check_sizes(schedule)
     if isinstance(schedule, IntervalSchedule):
         require_aware(schedule.anchor_at, "schedule.anchor_at")
         if schedule.every_s < max(1, min_interval_s):
@@ -44,6 +45,26 @@ def validate_schedule(schedule: Schedule, *, min_interval_s: int) -> None:
         )
         if first is None or first.at > schedule.end_at:
             raise ScheduleError("schedule.end_at", "the expression never fires between start_at and end_at")
+
+
+MAX_CALENDARS = 20
+MAX_EXCLUDED_DATES = 1000
+MAX_EXCEPTS = 20
+MAX_SKIPPED = 1000
+
+
+def _check_sizes(schedule: CronSchedule | IntervalSchedule) -> None:
+    """Bounds that keep every search over the union and its exclusions short."""
+    calendars = schedule.calendars if isinstance(schedule, CronSchedule) else ()
+    exclusions = schedule.exclusions
+    for field, size, limit in (
+        ("schedule.calendars", len(calendars), MAX_CALENDARS),
+        ("schedule.exclude.dates", len(exclusions.dates), MAX_EXCLUDED_DATES),
+        ("schedule.exclude.except", len(exclusions.crons), MAX_EXCEPTS),
+        ("schedule.skip", len(exclusions.skipped_ms), MAX_SKIPPED),
+    ):
+        if size > limit:
+            raise ScheduleError(field, f"at most {limit} entries, not {size}")
 
 
 def _check_gap(expr: CronExpr, min_interval_s: int, field: str) -> None:

@@ -177,3 +177,116 @@ async def test_racing_puts_of_a_new_name_make_one_job_and_a_put_is_idempotent_un
     first = await alice.call("PUT", "/v1/jobs/by-name/keyed", json=cron_job(name=None), headers=key)
     replay = await alice.call("PUT", "/v1/jobs/by-name/keyed", json=cron_job(name=None), headers=key)
     assert (first.status, replay.status, replay.headers["Idempotent-Replayed"]) == (201, 201, "true")
+
+
+def at_of(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+async def test_skip_the_next_occurrences_or_a_given_one_moves_the_next_run_and_keeps_the_expression(
+    alice: Caller, store: CassandraStore
+):
+    job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
+    path = f"/v1/jobs/{job['id']}"
+    upcoming = [f["at"] for f in (await (await alice.call("GET", f"{path}/preview?count=5")).json())["fires"]]
+    answer = await alice.call("POST", f"{path}/skip", json={"count": 2}, headers={"Idempotency-Key": "s-1"})
+    assert answer.status == 200, await answer.text()
+    skipped = await answer.json()
+    assert [at_of(t) for t in skipped["schedule"]["skip"]] == [at_of(t) for t in upcoming[:2]]
+    assert skipped["schedule"]["expr"] == "0 9 * * *" and skipped["version"] == 2
+    assert at_of(skipped["next_run_at"]) == at_of(upcoming[2])
+    old = (await store.execute("SELECT status FROM runs WHERE run_id = ?", [uuid.UUID(job["next_run_id"])]))[0]
+    assert old["status"] == "CANCELLED"
+    one = await (await alice.call("POST", f"{path}/skip", json={"occurrence": upcoming[3]})).json()
+    assert len(one["schedule"]["skip"]) == 3 and at_of(one["next_run_at"]) == at_of(upcoming[2])
+    preview = await (await alice.call("GET", f"{path}/preview?count=3")).json()
+    assert [at_of(f["at"]) for f in preview["fires"]] == [at_of(upcoming[2]), at_of(upcoming[4]),
+                                                         at_of(preview["fires"][2]["at"])]  # fmt: skip
+    assert {(at_of(e["at"]), e["reason"]) for e in preview["excluded"]} >= {
+        (at_of(upcoming[3]), "skipped"),
+    }  # fmt: skip
+    for body, field in [({}, "count"), ({"count": 0}, "count"), ({"count": 2, "occurrence": upcoming[4]}, "count"),
+                        ({"occurrence": "2030-01-01T09:17:00Z"}, "occurrence"), ({"cnt": 1}, "cnt")]:  # fmt: skip
+        assert (await problem(await alice.call("POST", f"{path}/skip", json=body), 422)).get("field") == field
+    await problem(await alice.call("POST", f"{path}/skip", json={"count": 1}, headers={"If-Match": '"1"'}), 412)
+
+
+async def test_pause_until_moves_the_next_run_past_the_pause_and_catch_up_all_runs_the_missed_ones_then(
+    alice: Caller, store: CassandraStore
+):
+    hourly = cron_job(name=None, schedule={"type": "cron", "expr": "0 * * * *", "tz": "UTC"})
+    job = await (await alice.call("POST", "/v1/jobs", json=hourly)).json()
+    until = (datetime.now(UTC) + timedelta(hours=5)).replace(minute=30, second=0, microsecond=0)
+    paused = await alice.call("POST", f"/v1/jobs/{job['id']}/pause", json={"until": until.isoformat()})
+    assert paused.status == 200, await paused.text()
+    document = await paused.json()
+    assert document["state"] == "ACTIVE" and at_of(document["schedule"]["pausedUntil"]) == until
+    assert at_of(document["next_run_at"]) == until.replace(minute=0) + timedelta(hours=1)
+    everything = cron_job(name=None, schedule={"type": "cron", "expr": "0 * * * *", "tz": "UTC", "catchUp": "all"})
+    caught = await (await alice.call("POST", "/v1/jobs", json=everything)).json()
+    await alice.call("POST", f"/v1/jobs/{caught['id']}/pause", json={"until": until.isoformat()})
+    rows = await store.execute("SELECT run_id, scheduled_at, status FROM runs_by_job WHERE job_id = ?",
+                               [uuid.UUID(caught["id"])])  # fmt: skip
+    missed = [r for r in rows if r["status"] == "SCHEDULED" and r["scheduled_at"] < until.replace(tzinfo=None)]
+    assert len(missed) >= 4
+    for row in missed:
+        run = (await store.execute("SELECT due_at FROM runs WHERE run_id = ?", [row["run_id"]]))[0]
+        assert run["due_at"] == until.replace(tzinfo=None)
+    for body in [{}, {"until": "soon"}, {"until": (datetime.now(UTC) - timedelta(minutes=1)).isoformat()},
+                 {"until": (datetime.now(UTC) + timedelta(days=400)).isoformat()}]:  # fmt: skip
+        assert (await problem(await alice.call("POST", f"/v1/jobs/{job['id']}/pause", json=body), 422))["field"] == (
+            "until"
+        )
+
+
+async def test_skip_and_pause_refuse_once_and_deleted_jobs_and_other_tenants(alice: Caller, bob: Caller):
+    once = {"schedule": {"type": "once", "runAt": (datetime.now(UTC) + timedelta(hours=1)).isoformat()},
+            "target": {"type": "http", "url": "https://example.com/x"}}  # fmt: skip
+    job = await (await alice.call("POST", "/v1/jobs", json=once)).json()
+    until = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    await problem(await alice.call("POST", f"/v1/jobs/{job['id']}/skip", json={"count": 1}), 409)
+    await problem(await alice.call("POST", f"/v1/jobs/{job['id']}/pause", json={"until": until}), 409)
+    cron = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
+    await problem(await bob.call("POST", f"/v1/jobs/{cron['id']}/skip", json={"count": 1}), 404)
+    await problem(await bob.call("POST", f"/v1/jobs/{cron['id']}/pause", json={"until": until}), 404)
+    assert (await alice.call("DELETE", f"/v1/jobs/{cron['id']}")).status == 204
+    await problem(await alice.call("POST", f"/v1/jobs/{cron['id']}/skip", json={"count": 1}), 409)
+
+
+async def test_a_job_with_several_calendars_and_exclusions_previews_sources_and_exclusions(alice: Caller):
+    schedule = {
+        "type": "cron", "expr": "0 9 * * 1-5", "tz": "Europe/Paris",
+        "calendars": [{"expr": "0 9 * * *"}, {"expr": "0 18 * * 5", "tz": "America/New_York"}],
+        "exclude": {"dates": ["2026-12-24/2026-12-26", "2027-01-01"], "except": ["0 9 * * 3"]},
+        "startAt": "2026-12-21T00:00:00Z", "endAt": "2027-01-31T00:00:00Z",
+    }  # fmt: skip
+    created = await alice.call("POST", "/v1/jobs", json=cron_job(schedule=schedule))
+    assert created.status == 201, await created.text()
+    job = await created.json()
+    assert job["schedule"]["calendars"][1] == {"expr": "0 18 * * 5", "tz": "America/New_York"}
+    preview = await (await alice.call("GET", f"/v1/jobs/{job['id']}/preview?count=8")).json()
+    fires = [(f["local"][:16], f["expr"]) for f in preview["fires"]]
+    assert fires[:4] == [
+        ("2026-12-21T09:00", "0 9 * * 1-5"), ("2026-12-22T09:00", "0 9 * * 1-5"),
+        ("2026-12-27T09:00", "0 9 * * *"), ("2026-12-28T09:00", "0 9 * * 1-5"),
+    ]  # fmt: skip
+    assert ("2026-12-26T00:00", "0 18 * * 5") not in fires  # Friday 18:00 New York is Saturday in Paris: excluded
+    reasons = {(e["local"][:16], e["reason"]) for e in preview["excluded"]}
+    assert ("2026-12-23T09:00", "except 0 9 * * 3") in reasons
+    assert ("2026-12-24T09:00", "dates 2026-12-24..2026-12-26") in reasons
+    bad: list[tuple[dict[str, Any], str]] = [
+        ({"calendars": [{"expr": "0 9 * *"}]}, "schedule.calendars[0].expr"),
+        ({"calendars": [{"expr": "* * * * * *"}]}, "schedule.calendars[0].expr"),
+        ({"calendars": [{"expr": "0 9 * * *", "tz": "Mars/Base"}]}, "schedule.calendars[0].tz"),
+        ({"exclude": {"dates": ["2026-13-01"]}}, "schedule.exclude.dates[0]"),
+        ({"exclude": {"dates": ["2026-12-26/2026-12-24"]}}, "schedule.exclude.dates[0]"),
+        ({"exclude": {"except": ["nope"]}}, "schedule.exclude.except[0]"),
+        ({"exclude": {"tz": "Nowhere/City"}}, "schedule.exclude.tz"),
+        ({"skip": ["yesterday"]}, "schedule.skip[0]"),
+        ({"pausedUntil": "later"}, "schedule.pausedUntil"),
+    ]
+    for extra, field in bad:
+        body = cron_job(schedule={"type": "cron", "expr": "0 9 * * *", **extra})
+        assert (await problem(await alice.call("POST", "/v1/jobs", json=body), 422))["field"] == field, extra
+    interval = cron_job(schedule={"type": "interval", "everyS": 3600, "calendars": [{"expr": "0 9 * * *"}]})
+    assert (await problem(await alice.call("POST", "/v1/jobs", json=interval), 422))["field"] == "schedule.calendars"
