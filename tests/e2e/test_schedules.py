@@ -74,3 +74,43 @@ async def test_triggered_runs_reach_the_target_with_their_scheduled_time_and_a_r
         assert origins[run["id"]] == ("trigger", "SUCCEEDED") and origins[forced["id"]] == ("trigger", "SUCCEEDED")
         assert origins[job["next_run_id"]] == ("schedule", "CANCELLED")  # the pause cancelled the hourly run
     assert tenant.tenant_id
+
+
+async def scheduled_instants(sink: Sink, path: str) -> list[datetime]:
+    return sorted({datetime.fromisoformat(c.header("X-Tickwheel-Scheduled-At") or "") for c in sink.calls_to(path)})
+
+
+async def test_the_dispatcher_chains_the_union_of_calendars_minus_exclusions_skips_and_a_pause(
+    platform: object, sink: Sink, store: CassandraStore
+) -> None:
+    api = platform.api_url  # type: ignore[attr-defined]
+    _, key = await create_tenant(store, f"e2e-{uuid.uuid4().hex[:8]}", datetime.now(UTC))
+    async with aiohttp.ClientSession() as http:
+        client = Client(http, api, key)
+        start = (datetime.now(UTC) + timedelta(seconds=10)).replace(microsecond=0)
+        end = start + timedelta(seconds=40)
+        status, job = await client.call("POST", "/v1/jobs", {
+            "schedule": {
+                "type": "cron", "expr": "*/10 * * * * *", "tz": "Europe/Paris",
+                "calendars": [{"expr": "*/6 * * * * *", "tz": "Asia/Kolkata"}],
+                "exclude": {"except": ["*/15 * * * * *"]},
+                "startAt": start.isoformat(), "endAt": end.isoformat(),
+            },
+            "target": {"type": "http", "url": sink.url("/union")},
+        })  # fmt: skip
+        assert status == 201, job
+        status, preview = await client.call("GET", f"/v1/jobs/{job['id']}/preview?count=40")
+        planned = [datetime.fromisoformat(f["at"]) for f in preview["fires"]]
+        assert {f["expr"] for f in preview["fires"]} == {"*/10 * * * * *", "*/6 * * * * *"}
+        pause_until = start + timedelta(seconds=16)
+        after_pause = [at for at in planned if at >= pause_until]
+        skip = after_pause[1]
+        status, skipped = await client.call("POST", f"/v1/jobs/{job['id']}/skip", {"occurrence": skip.isoformat()})
+        assert status == 200, skipped
+        status, paused = await client.call("POST", f"/v1/jobs/{job['id']}/pause", {"until": pause_until.isoformat()})
+        assert status == 200, paused
+        assert datetime.now(UTC) < start, "the test's requests took longer than its lead time"
+        await asyncio.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()) + 6)
+    received = await scheduled_instants(sink, "/union")
+    assert received == [at for at in after_pause if at != skip], (received, planned)
+    assert all(int(at.timestamp()) % 15 for at in received)  # the except expression
