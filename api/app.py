@@ -12,14 +12,22 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
-from . import dead_letters, jobs, meta, named, runs, schedules
+from . import backfill, dead_letters, jobs, meta, named, runs, schedules
 from .auth import authenticate
 from .context import API, Api, utc_now
 from .problems import problems
 
 BODY_OVERHEAD_BYTES = 64 * 1024
-# Every route table, in match order: literal paths (schedules: /v1/jobs/by-name/...) before /v1/jobs/{job_id}/...
-ROUTE_TABLES = (meta.routes, named.routes, schedules.routes, jobs.routes, runs.routes, dead_letters.routes)
+# Every route table, in match order: /v1/jobs/by-name/{name} (named) before /v1/jobs/{job_id}/... (jobs)
+ROUTE_TABLES = (
+    meta.routes,
+    named.routes,
+    schedules.routes,
+    backfill.routes,
+    jobs.routes,
+    runs.routes,
+    dead_letters.routes,
+)
 
 
 def make_app(

@@ -114,3 +114,32 @@ async def test_the_dispatcher_chains_the_union_of_calendars_minus_exclusions_ski
     received = await scheduled_instants(sink, "/union")
     assert received == [at for at in after_pause if at != skip], (received, planned)
     assert all(int(at.timestamp()) % 15 for at in received)  # the except expression
+
+
+async def test_backfilled_runs_are_called_now_with_their_past_occurrence_as_scheduled_time(
+    platform: object, sink: Sink, store: CassandraStore
+) -> None:
+    api = platform.api_url  # type: ignore[attr-defined]
+    _, key = await create_tenant(store, f"e2e-{uuid.uuid4().hex[:8]}", datetime.now(UTC))
+    async with aiohttp.ClientSession() as http:
+        client = Client(http, api, key)
+        anchor = (datetime.now(UTC) - timedelta(minutes=5)).replace(microsecond=0)
+        status, job = await client.call("POST", "/v1/jobs", {
+            "schedule": {"type": "interval", "everyS": 30, "anchorAt": anchor.isoformat()},
+            "target": {"type": "http", "url": sink.url("/backfill")},
+            "payload": {"for": "{{scheduled_at}}"}, "payloadTemplate": True, "delayToleranceS": 2,
+        })  # fmt: skip
+        assert status == 201, job
+        span = {"from": anchor.isoformat(), "to": (anchor + timedelta(minutes=2)).isoformat()}
+        status, made = await client.call("POST", f"/v1/jobs/{job['id']}/backfill", span)
+        assert status == 201 and made["count"] == 4, made
+        ids = {r["id"] for r in made["runs"]}
+        backfilled: list[Any] = []
+        for _ in range(150):  # the job's own schedule calls the same URL every 30 s: wait for the backfilled ones
+            backfilled = [c for c in sink.calls_to("/backfill") if c.header("X-Tickwheel-Run-Id") in ids]
+            if len(backfilled) >= 4:
+                break
+            await asyncio.sleep(0.2)
+    expected = [anchor + timedelta(seconds=30 * k) for k in range(4)]
+    assert sorted(datetime.fromisoformat(c.header("X-Tickwheel-Scheduled-At") or "") for c in backfilled) == expected
+    assert sorted(datetime.fromisoformat(json.loads(c.body)["for"]) for c in backfilled) == expected

@@ -290,3 +290,63 @@ async def test_a_job_with_several_calendars_and_exclusions_previews_sources_and_
         assert (await problem(await alice.call("POST", "/v1/jobs", json=body), 422))["field"] == field, extra
     interval = cron_job(schedule={"type": "interval", "everyS": 3600, "calendars": [{"expr": "0 9 * * *"}]})
     assert (await problem(await alice.call("POST", "/v1/jobs", json=interval), 422))["field"] == "schedule.calendars"
+
+
+async def test_backfill_makes_the_past_ranges_runs_now_with_their_own_ids_and_a_second_call_writes_nothing(
+    alice: Caller, store: CassandraStore
+):
+    hourly = {"type": "cron", "expr": "0 * * * *", "exclude": {"except": ["30 8 * * *"], "tz": "Asia/Kolkata"}}
+    job = await (await alice.call("POST", "/v1/jobs", json=cron_job(schedule=hourly, delayToleranceS=60))).json()
+    path = f"/v1/jobs/{job['id']}/backfill"
+    end = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+    span = {"from": (end - timedelta(hours=24)).isoformat(), "to": end.isoformat()}
+    dry = await alice.call("POST", path, json={**span, "dryRun": True})
+    assert dry.status == 200, await dry.text()
+    planned = await dry.json()
+    every_hour = [end - timedelta(hours=h) for h in range(24, 0, -1)]
+    instants = [at_of(r["scheduled_at"]) for r in planned["runs"]]
+    assert instants == [at for at in every_hour if at.hour != 3]  # 08:30 in Kolkata is 03:00 UTC: excluded
+    assert planned["count"] == 23
+    fire_ats = [at_of(r["fire_at"]) for r in planned["runs"]]
+    assert fire_ats[-1] - fire_ats[0] < timedelta(seconds=60) and fire_ats == sorted(fire_ats)
+    unwritten = await store.execute("SELECT run_id FROM runs WHERE run_id = ?", [uuid.UUID(planned["runs"][0]["id"])])
+    assert unwritten == []
+    made = await alice.call("POST", path, json=span, headers={"Idempotency-Key": "b-1"})
+    assert made.status == 201, await made.text()
+    runs = (await made.json())["runs"]
+    assert [r["id"] for r in runs] == [r["id"] for r in planned["runs"]]
+    first = uuid.UUID(runs[0]["id"])
+    assert first != run_id_for(uuid.UUID(job["id"]), instants[0])
+    row = (await store.execute("SELECT origin, status, scheduled_at, due_at FROM runs WHERE run_id = ?", [first]))[0]
+    assert (row["origin"], row["status"]) == ("backfill", "SCHEDULED")
+    assert row["scheduled_at"] == instants[0].replace(tzinfo=None) and row["due_at"] > row["scheduled_at"]
+    history = await (await alice.call("GET", f"/v1/jobs/{job['id']}/runs?limit=100")).json()
+    assert sum(1 for r in history["items"] if r["origin"] == "backfill") == 23
+    again = await alice.call("POST", path, json=span)
+    assert again.status == 201  # the same run ids: nothing new is written
+    history = await (await alice.call("GET", f"/v1/jobs/{job['id']}/runs?limit=100")).json()
+    assert sum(1 for r in history["items"] if r["origin"] == "backfill") == 23
+
+
+async def test_backfill_bounds_and_validation(alice: Caller, bob: Caller):
+    minutely = {"type": "cron", "expr": "* * * * *"}
+    job = await (await alice.call("POST", "/v1/jobs", json=cron_job(schedule=minutely))).json()
+    path = f"/v1/jobs/{job['id']}/backfill"
+    now = datetime.now(UTC)
+    day = {"from": (now - timedelta(days=1)).isoformat(), "to": now.isoformat()}
+    too_many = await problem(await alice.call("POST", path, json=day), 422)
+    assert too_many["field"] == "to" and "1440 occurrences" in too_many["detail"]
+    cases: list[tuple[Any, str]] = [
+        ({"from": "yesterday", "to": now.isoformat()}, "from"),
+        ({"from": now.isoformat(), "to": (now - timedelta(hours=1)).isoformat()}, "to"),
+        ({"from": (now - timedelta(hours=1)).isoformat(), "to": (now + timedelta(hours=1)).isoformat()}, "to"),
+        ({"to": now.isoformat()}, "from"),
+        ({"from": now.isoformat(), "to": now.isoformat(), "dry": True}, "dry"),
+    ]
+    for body, field in cases:
+        assert (await problem(await alice.call("POST", path, json=body), 422)).get("field") == field, body
+    await problem(await bob.call("POST", path, json={**day, "dryRun": True}), 404)
+    paused = await alice.call("PATCH", f"/v1/jobs/{job['id']}", json={"state": "PAUSED"}, headers={"If-Match": '"1"'})
+    assert paused.status == 200
+    hour = {"from": (now - timedelta(hours=1)).isoformat(), "to": now.isoformat()}
+    await problem(await alice.call("POST", path, json=hour), 409)
