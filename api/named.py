@@ -107,7 +107,15 @@ async def _replace(
     return await jobs.apply_change(request, job, change, run, now)
 
 
-# GET, PATCH and DELETE by name: the handlers by id, whose job_for_tenant reads the name from the path.
+@routes.patch(PATH)
+async def patch_by_name(request: web.Request) -> web.StreamResponse:
+    """PATCH by id, except that the job's name is its path here: a body may not rename it."""
+    document = parse_json(await request.read())
+    if isinstance(document, dict) and document.get("name", request.match_info["name"]) != request.match_info["name"]:
+        raise InvalidInput("a job addressed by name keeps its name; PUT another name to make another job", field="name")
+    return await jobs.patch_job(request)
+
+
+# GET and DELETE by name: the handlers by id, whose job_for_tenant reads the name from the path.
 routes.get(PATH)(jobs.get_job)
-routes.patch(PATH)(jobs.patch_job)
 routes.delete(PATH)(jobs.delete_job)

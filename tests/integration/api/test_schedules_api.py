@@ -147,6 +147,8 @@ async def test_patch_and_delete_by_name_and_a_deleted_name_can_be_created_again(
     job = await (await alice.call("PUT", path, json=cron_job(name=None))).json()
     paused = await alice.call("PATCH", path, json={"state": "PAUSED"}, headers={"If-Match": '"1"'})
     assert paused.status == 200 and (await paused.json())["state"] == "PAUSED"
+    renamed = await alice.call("PATCH", path, json={"name": "other"}, headers={"If-Match": '"2"'})
+    assert (await problem(renamed, 422))["field"] == "name"
     kept = await alice.call("PUT", path, json=cron_job(name=None, payload={"report": "weekly"}))
     assert (await kept.json())["state"] == "PAUSED"  # a replace keeps the state
     assert (await alice.call("DELETE", path, headers={"Idempotency-Key": "del-1"})).status == 204
