@@ -89,12 +89,12 @@ async def test_the_dispatcher_chains_the_union_of_calendars_minus_exclusions_ski
     client: Client, sink: Sink
 ) -> None:
     start = (datetime.now(UTC) + timedelta(seconds=10)).replace(microsecond=0)
-    end = start + timedelta(seconds=40)
+    end = start + timedelta(seconds=70)
     status, job = await client.call("POST", "/v1/jobs", {
         "schedule": {
-            "type": "cron", "expr": "*/10 * * * * *", "tz": "Europe/Paris",
-            "calendars": [{"expr": "*/6 * * * * *", "tz": "Asia/Kolkata"}],
-            "exclude": {"except": ["*/15 * * * * *"]},
+            "type": "cron", "expr": "0,20,40 * * * * *", "tz": "Europe/Paris",
+            "calendars": [{"expr": "*/30 * * * * *", "tz": "Asia/Kolkata"}],
+            "exclude": {"except": ["40 * * * * *"]},
             "startAt": start.isoformat(), "endAt": end.isoformat(),
         },
         "target": {"type": "http", "url": sink.url("/union")},
@@ -102,7 +102,7 @@ async def test_the_dispatcher_chains_the_union_of_calendars_minus_exclusions_ski
     assert status == 201, job
     status, preview = await client.call("GET", f"/v1/jobs/{job['id']}/preview?count=40")
     planned = [datetime.fromisoformat(f["at"]) for f in preview["fires"]]
-    assert {f["expr"] for f in preview["fires"]} == {"*/10 * * * * *", "*/6 * * * * *"}
+    assert {f["expr"] for f in preview["fires"]} == {"0,20,40 * * * * *", "*/30 * * * * *"}
     pause_until = start + timedelta(seconds=16)
     after_pause = [at for at in planned if at >= pause_until]
     skip = after_pause[1]
@@ -114,7 +114,7 @@ async def test_the_dispatcher_chains_the_union_of_calendars_minus_exclusions_ski
     await asyncio.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()) + 6)
     received = await scheduled_instants(sink, "/union")
     assert received == [at for at in after_pause if at != skip], (received, planned)
-    assert all(int(at.timestamp()) % 15 for at in received)  # the except expression
+    assert len(received) >= 3 and all(at.second != 40 for at in received)  # the except expression
 
 
 async def test_backfilled_runs_are_called_now_with_their_past_occurrence_as_scheduled_time(

@@ -40,12 +40,39 @@ __all__ = [
 ONE_US = timedelta(microseconds=1)
 MAX_PREVIEW = 1000
 MAX_CATCH_UP_STEPS = 20_000
+UNION_SAMPLE = 200
+UNION_REFERENCE = datetime(2026, 1, 1, tzinfo=UTC)
 MAX_EXCLUDED_STEPS = 2_000  # excluded fires passed over in one search (an excluded date range counts as one)
 
 
 def validate(schedule: Schedule, *, min_interval_s: int = 60) -> None:
     """Raise ScheduleError (naming the field, saying why) unless `schedule` is valid and can fire."""
     validate_schedule(schedule, min_interval_s=min_interval_s)
+    if isinstance(schedule, CronSchedule) and schedule.calendars:
+        _check_union_gap(schedule, min_interval_s)
+
+
+def _check_union_gap(schedule: CronSchedule, min_interval_s: int) -> None:
+    """Each expression respects the minimum interval on its own (validate_schedule); their union must too. Checked
+    on the first UNION_SAMPLE fires from startAt (else a fixed reference instant): enough for the regular
+    patterns cron can write, not a proof for every date."""
+    cursor = schedule.start_at or UNION_REFERENCE
+    found = _union_next(schedule, cursor)
+    for _ in range(UNION_SAMPLE):
+        if found is None:
+            return
+        following = _union_next(schedule, found[0].at)
+        if following is None:
+            return
+        gap_s = (following[0].at - found[0].at).total_seconds()
+        if gap_s < min_interval_s:
+            at = found[0].at.isoformat()
+            message = (
+                f"{found[1]!r} and {following[1]!r} fire {gap_s:g} s apart (at {at}), more often than the"
+                f" minimum of {min_interval_s} s"
+            )
+            raise ScheduleError("schedule.calendars", message)
+        found = following
 
 
 def next_fire(schedule: Schedule, after: datetime, *, fired_count: int = 0) -> datetime | None:

@@ -16,6 +16,7 @@ import pytest
 from tests.unit.core.test_dst_oracle import instants_of, reading
 from tickwheel.core.calendars import Calendar, DateRange, Exclusions
 from tickwheel.core.cron import parse_cron
+from tickwheel.core.errors import ScheduleError
 from tickwheel.core.ids import epoch_ms
 from tickwheel.core.schedule import (
     CatchUpPolicy,
@@ -25,6 +26,7 @@ from tickwheel.core.schedule import (
     catch_up,
     next_fire,
     preview,
+    validate,
 )
 
 MINUTE = timedelta(minutes=1)
@@ -160,3 +162,13 @@ def test_catch_up_runs_only_fires_that_are_not_excluded() -> None:
     schedule = CASES[-1].schedule()
     missed = catch_up(schedule, utc(2026, 5, 2, 7), utc(2026, 5, 3, 23), CatchUpPolicy.ALL, 100, None)
     assert utc(2026, 5, 2, 12) not in missed and utc(2026, 5, 3, 21, 30) not in missed
+
+
+def test_the_union_of_calendars_must_respect_the_minimum_interval_too() -> None:
+    apart = CronSchedule("0 * * * * *", "UTC", calendars=(Calendar("30 * * * * *", "UTC"),))
+    with pytest.raises(ScheduleError) as caught:
+        validate(apart, min_interval_s=60)
+    assert caught.value.field == "schedule.calendars" and "30 s apart" in caught.value.message
+    validate(apart, min_interval_s=30)
+    agreeing = CronSchedule("0 9 * * *", "Europe/Paris", calendars=(Calendar("0 9 * * 1-5", "Europe/Paris"),))
+    validate(agreeing, min_interval_s=3600)  # the same instant twice is one fire, not a zero gap
