@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run down test lint unit integration e2e deploy-check bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ./client
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
 
