@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
@@ -47,12 +48,28 @@ def emit(value: Any, output: str, *, columns: Sequence[str] = (), row: Row | Non
     elif isinstance(value, str):
         click.echo(value)
     elif isinstance(value, list):
-        table = Table(*columns, box=None, header_style="bold")
-        for item in value:
-            table.add_row(*(row(item) if row else [str(item)]))
-        Console(soft_wrap=True).print(table)
+        console().print(listing(columns, [row(item) if row else [str(item)] for item in value]))
     else:
-        Console(soft_wrap=True).print(details(value))
+        console().print(details(value))
+
+
+PIPED_WIDTH = 240  # a table written to a pipe or file is not cut to 80 columns
+
+
+def console() -> Console:
+    """stdout; at the terminal's width, or wide when piped (so ids are never cut)."""
+    return Console(width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def listing(columns: Sequence[str], rows: Sequence[Sequence[str]], title: str | None = None) -> Table:
+    """A table whose id columns never wrap or shorten."""
+    table = Table(box=None, header_style="bold", title=title, title_justify="left")
+    for name in columns:
+        is_id = name.endswith("ID")
+        table.add_column(name, no_wrap=is_id, min_width=36 if is_id else None)
+    for values in rows:
+        table.add_row(*values)
+    return table
 
 
 def details(value: Any) -> Table:

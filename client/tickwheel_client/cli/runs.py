@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import click
-from rich.console import Console
-from rich.table import Table
+import msgspec
 
 from .. import models as m
 from ..errors import ApiError
@@ -17,9 +16,11 @@ from .output import (
     LETTER_COLUMNS,
     RUN_COLUMNS,
     attempt_row,
+    console,
     details,
     emit,
     letter_row,
+    listing,
     output_option,
     run_row,
 )
@@ -61,12 +62,9 @@ def get_run(run_id: str, output: str) -> None:
     if output != "table":
         emit(run, output)
         return
-    console = Console(soft_wrap=True)
-    console.print(details(m.Run(**{f: getattr(run, f) for f in m.Run.__struct_fields__ if f != "attempts"})))
-    table = Table(*ATTEMPT_COLUMNS, box=None, header_style="bold", title="attempts", title_justify="left")
-    for attempt in run.attempts:
-        table.add_row(*attempt_row(attempt))
-    console.print(table)
+    shown = console()
+    shown.print(details(msgspec.structs.replace(run, attempts=[])))
+    shown.print(listing(ATTEMPT_COLUMNS, [attempt_row(a) for a in run.attempts], title="attempts"))
 
 
 @click.group()
