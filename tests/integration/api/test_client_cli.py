@@ -179,3 +179,21 @@ async def test_shell_completion_script_and_completions(tickwheel: Run) -> None:
     for door in (CLIENT_DOOR, SERVER_DOOR):
         offered = await tickwheel(door=door, env=env)
         assert "pause" in offered.out, offered
+
+
+async def test_edit_without_flags_opens_the_editor_on_the_definition_and_sends_what_changed(
+    tickwheel: Run, tmp_path: Path
+) -> None:
+    job = (await tickwheel("jobs", "create", "--every", "1h", "--url", "https://example.com/x", "--name", "before",
+                           "-o", "json")).json()  # fmt: skip
+    editor = tmp_path / "editor.py"
+    editor.write_text(
+        "import pathlib, sys\np = pathlib.Path(sys.argv[1])\np.write_text(p.read_text().replace('before', 'after'))\n"
+    )
+    edited = (
+        await tickwheel("jobs", "edit", job["id"], "-o", "json", env={"EDITOR": f"{sys.executable} {editor}"})
+    ).json()
+    assert (edited["name"], edited["version"], edited["schedule"]) == ("after", 2, job["schedule"])
+    unchanged = await tickwheel("jobs", "edit", job["id"], env={"EDITOR": "true"})
+    assert unchanged.code == 0 and "no change" in unchanged.err
+    assert (await tickwheel("jobs", "get", job["id"], "-o", "json")).json()["version"] == 2
