@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
@@ -11,6 +11,7 @@ from .config import Config
 from .retry import Retries, pause_s, retry_after_s, wants_retry
 
 USER_AGENT = "tickwheel-client/1.0"
+R = TypeVar("R", m.JobSpec, m.JobPatch)
 
 
 def resolve(config: Config | None, api_url: str | None, api_key: str | None, profile: str | None) -> Config:
@@ -38,17 +39,10 @@ def answer_pause_s(response: httpx.Response, retries: Retries, attempt: int) -> 
     return pause_s(retries, attempt, after)
 
 
-def spec_of(spec: m.JobSpec | None, fields: dict[str, Any]) -> m.JobSpec:
-    if spec is not None:
-        if fields:
-            raise TypeError("give a JobSpec or its fields, not both")
-        return spec
-    return m.JobSpec(**fields)
-
-
-def patch_of(patch: m.JobPatch | None, fields: dict[str, Any]) -> m.JobPatch:
-    if patch is not None:
-        if fields:
-            raise TypeError("give a JobPatch or its fields, not both")
-        return patch
-    return m.JobPatch(**fields)
+def model_of(kind: type[R], given: R | None, fields: dict[str, Any]) -> R:
+    """The model the caller gave, or one made of the keyword fields they gave instead (not both)."""
+    if given is None:
+        return kind(**fields)
+    if fields:
+        raise TypeError(f"give a {kind.__name__} or its fields, not both")
+    return given

@@ -90,11 +90,15 @@ class DstFlag(enum.StrEnum):
     AFTER_SKIPPED_GAP = "after_skipped_gap"
 
 
-class Model(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
-    """Immutable; change with msgspec.structs.replace."""
+class Model(msgspec.Struct, frozen=True, kw_only=True):
+    """Immutable; change with msgspec.structs.replace. Answers encode every field, so scripts see stable keys."""
 
 
-class Definition(Model, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+class Request(Model, frozen=True, kw_only=True, omit_defaults=True):
+    """What the client sends: fields left at their default are not sent, so the API's defaults apply."""
+
+
+class Definition(Request, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
     """A part of a job's definition: camelCase on the wire."""
 
 
@@ -176,7 +180,7 @@ class RetryPolicy(Definition, frozen=True, kw_only=True, omit_defaults=True, ren
     jitter: float = 0.2
 
 
-class JobSpec(Model, frozen=True, kw_only=True, omit_defaults=True):
+class JobSpec(Request, frozen=True, kw_only=True, omit_defaults=True):
     """What a tenant asks for: the body of a create (`JobBody` in the API document)."""
 
     schedule: Schedule
@@ -191,7 +195,7 @@ class JobSpec(Model, frozen=True, kw_only=True, omit_defaults=True):
     alert_url: str | None = msgspec.field(default=None, name="alertUrl")
 
 
-class JobPatch(Model, frozen=True, kw_only=True, omit_defaults=True):
+class JobPatch(Request, frozen=True, kw_only=True, omit_defaults=True):
     """A PATCH: `state` and/or any definition field; a field left None is kept as it is."""
 
     state: JobState | None = None
@@ -207,14 +211,14 @@ class JobPatch(Model, frozen=True, kw_only=True, omit_defaults=True):
     alert_url: str | None = msgspec.field(default=None, name="alertUrl")
 
 
-class LastRun(Model, frozen=True, kw_only=True, omit_defaults=True):
+class LastRun(Model, frozen=True, kw_only=True):
     id: uuid.UUID
     status: RunStatus
     attempt: int
     scheduled_at: Instant
 
 
-class Job(JobSpec, frozen=True, kw_only=True, omit_defaults=True):
+class Job(JobSpec, frozen=True, kw_only=True, omit_defaults=False):
     """A job as the API returns it: the definition plus what the server computes."""
 
     id: uuid.UUID
@@ -233,14 +237,14 @@ class Job(JobSpec, frozen=True, kw_only=True, omit_defaults=True):
         return JobSpec(**{name: getattr(self, name) for name in names})
 
 
-class Page(Model, Generic[T], frozen=True, kw_only=True, omit_defaults=True):
+class Page(Model, Generic[T], frozen=True, kw_only=True):
     """One page of a list; the last page has no next_cursor."""
 
     items: list[T]
     next_cursor: str | None = None
 
 
-class RunSummary(Model, frozen=True, kw_only=True, omit_defaults=True):
+class RunSummary(Model, frozen=True, kw_only=True):
     id: uuid.UUID
     scheduled_at: Instant
     status: RunStatus
@@ -248,7 +252,7 @@ class RunSummary(Model, frozen=True, kw_only=True, omit_defaults=True):
     updated_at: Instant | None = None
 
 
-class Attempt(Model, frozen=True, kw_only=True, omit_defaults=True):
+class Attempt(Model, frozen=True, kw_only=True):
     """One attempt of a run: a call, an expired lease, a deferral or a redrive."""
 
     attempt: int
@@ -262,7 +266,7 @@ class Attempt(Model, frozen=True, kw_only=True, omit_defaults=True):
     response_excerpt: str | None = None
 
 
-class Run(Model, frozen=True, kw_only=True, omit_defaults=True):
+class Run(Model, frozen=True, kw_only=True):
     """One run with its attempts."""
 
     id: uuid.UUID
@@ -282,7 +286,7 @@ class Run(Model, frozen=True, kw_only=True, omit_defaults=True):
     attempts: list[Attempt] = []
 
 
-class DeadLetter(Model, frozen=True, kw_only=True, omit_defaults=True):
+class DeadLetter(Model, frozen=True, kw_only=True):
     """A run that exhausted its retries."""
 
     run_id: uuid.UUID
@@ -294,7 +298,7 @@ class DeadLetter(Model, frozen=True, kw_only=True, omit_defaults=True):
     redriven_at: Instant | None = None
 
 
-class Fire(Model, frozen=True, kw_only=True, omit_defaults=True):
+class Fire(Model, frozen=True, kw_only=True):
     """One upcoming fire: in UTC, in the schedule's zone, and why it is special around a DST change."""
 
     at: Instant
@@ -302,7 +306,7 @@ class Fire(Model, frozen=True, kw_only=True, omit_defaults=True):
     dst: DstFlag | None = None
 
 
-class Preview(Model, frozen=True, kw_only=True, omit_defaults=True):
+class Preview(Model, frozen=True, kw_only=True):
     fires: list[Fire]
 
 
@@ -313,13 +317,13 @@ class Heartbeat(Definition, frozen=True, kw_only=True, omit_defaults=True, renam
     extend_by_s: int | None = None
 
 
-class Lease(Model, frozen=True, kw_only=True, omit_defaults=True):
+class Lease(Model, frozen=True, kw_only=True):
     id: uuid.UUID
     attempt: int
     lease_until: Instant
 
 
-class Redriven(Model, frozen=True, kw_only=True, omit_defaults=True):
+class Redriven(Model, frozen=True, kw_only=True):
     """One dead run is due again now."""
 
     run_id: uuid.UUID
@@ -338,14 +342,14 @@ class RedriveFilter(Definition, frozen=True, kw_only=True, omit_defaults=True, r
     limit: int | None = None
 
 
-class BulkRedrive(Model, frozen=True, kw_only=True, omit_defaults=True):
+class BulkRedrive(Model, frozen=True, kw_only=True):
     dry_run: bool
     matched: int
     redriven: int | None = None
     run_ids: list[uuid.UUID]
 
 
-class Problem(Model, frozen=True, kw_only=True, omit_defaults=True):
+class Problem(Model, frozen=True, kw_only=True):
     """An error answer (application/problem+json)."""
 
     type: str

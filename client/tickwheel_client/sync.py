@@ -13,7 +13,7 @@ import httpx
 
 from . import models as m
 from . import operations as ops
-from ._shared import answer_pause_s, http_options, patch_of, resolve, spec_of
+from ._shared import answer_pause_s, http_options, model_of, resolve
 from .config import Config
 from .errors import ConnectionFailed
 from .retry import DEFAULT_RETRIES, Retries, pause_s
@@ -96,7 +96,7 @@ class Client:
         self, spec: m.JobSpec | None = None, /, *, idempotency_key: str | None = None, **fields: Any
     ) -> m.Job:
         """Create a job from a JobSpec or its fields (schedule=, target=, payload=, ...)."""
-        return self._send(ops.create_job(spec_of(spec, fields), idempotency_key))
+        return self._send(ops.create_job(model_of(m.JobSpec, spec, fields), idempotency_key))
 
     def list_jobs(
         self, *, state: m.JobState | str | None = None, label: str | None = None, page_size: int | None = None
@@ -121,7 +121,7 @@ class Client:
         """Change a job (If-Match: `version`, else the version read just before); fields left out are kept."""
         if version is None:
             version = self.get_job(job_id).version
-        return self._send(ops.update_job(job_id, patch_of(patch, fields), version, idempotency_key))
+        return self._send(ops.update_job(job_id, model_of(m.JobPatch, patch, fields), version, idempotency_key))
 
     def pause_job(self, job_id: Id, *, version: int | None = None, idempotency_key: str | None = None) -> m.Job:
         """Pause: its scheduled run is cancelled, nothing fires until it is resumed."""

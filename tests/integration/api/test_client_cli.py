@@ -78,7 +78,7 @@ async def test_a_job_created_listed_edited_paused_resumed_previewed_and_deleted(
     listed = (await tickwheel("jobs", "list", "--label", "team=ops", "-o", "json")).json()
     assert [job["id"] for job in listed] == [job_id]
     got = (await tickwheel("jobs", "get", job_id, "-o", "json")).json()
-    assert got["version"] == 1 and got["name"] == "report"
+    assert got["version"] == 1 and got["name"] == "report" and got["fired_count"] == 0 and got["last_run"] is None
     edited = (await tickwheel("jobs", "edit", job_id, "--every", "2h", "--name", "report v2", "-o", "json")).json()
     assert (edited["version"], edited["name"], edited["schedule"]["everyS"]) == (2, "report v2", 7200)
     (tmp_path / "patch.yaml").write_text("priority: urgent\nlabels: {team: billing}\n")
