@@ -86,3 +86,35 @@ def test_a_wider_tolerance_and_unprefixed_secrets_are_accepted() -> None:
     assert verify(vector_headers(), VECTOR_BODY, bare, now_s=VECTOR_TIMESTAMP + 600, tolerance_s=900)
     with pytest.raises(ValueError):
         verify(vector_headers(), VECTOR_BODY, [], now_s=VECTOR_TIMESTAMP)
+
+
+def test_the_receiver_in_docs_client_md_accepts_a_signed_call_and_refuses_a_forged_one() -> None:
+    import http.client
+    import re
+    import threading
+    import time
+    from http.server import HTTPServer
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[3] / "docs" / "client.md").read_text()
+    code = re.search(r"```python\n(from http\.server.*?)```", text, re.S)
+    assert code is not None
+    serve_line = 'HTTPServer(("", 8000), Receiver).serve_forever()'
+    assert serve_line in code.group(1) and len(code.group(1).strip().splitlines()) <= 16
+    namespace: dict[str, object] = {}
+    exec(compile(code.group(1).replace(serve_line, ""), "docs/client.md", "exec"), namespace)
+    secret = generate_secret()
+    namespace["SECRETS"][:] = [secret]  # type: ignore[index]
+    server = HTTPServer(("127.0.0.1", 0), namespace["Receiver"])  # type: ignore[arg-type]
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        body = b'{"report": "daily"}'
+        for secrets_used, expected in (([secret], 204), ([generate_secret()], 401)):
+            headers = sign_headers(secrets_used, "run-1", int(time.time()), body)
+            connection = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=5)
+            connection.request("POST", "/", body=body, headers=headers)
+            assert connection.getresponse().status == expected
+            connection.close()
+    finally:
+        server.shutdown()
+        server.server_close()
