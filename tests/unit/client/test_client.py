@@ -236,3 +236,13 @@ def test_config_from_environment_wins_over_the_profile_and_never_shows_the_key(t
     with pytest.raises(ConfigError, match="unknown key"):
         path.write_text('[default]\napi_url = "http://a.test"\napi_token = "x"\n')
         Config.load(environ={}, path=path)
+
+
+def test_the_servers_settings_let_the_clients_variables_pass_and_still_refuse_typos(tmp_path: Path) -> None:
+    from tickwheel.errors import SettingsError
+    from tickwheel.settings import Settings
+
+    client_variables = {"TICKWHEEL_API_URL": "http://a.test", "TICKWHEEL_API_KEY": "k", "TICKWHEEL_PROFILE": "p"}
+    assert Settings.from_env(client_variables, env_file=tmp_path / "none").api.port == 8080
+    with pytest.raises(SettingsError):
+        Settings.from_env({"TICKWHEEL_API_KEYS": "k"}, env_file=tmp_path / "none")
