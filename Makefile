@@ -24,7 +24,7 @@ down: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy tickwheel api dispatcher worker coordinator schemas tests
+	$(BIN)/mypy tickwheel api dispatcher worker coordinator schemas tests client/tickwheel_client
 
 # Everything: lint, then unit, integration and end-to-end tests against the real local servers.
 test: install lint

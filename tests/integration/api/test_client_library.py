@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from proxies import TcpProxy, answer_losing_proxy
 
 from api.app import make_app
 from tests.integration.api.conftest import Caller, api_settings
+from tests.integration.api.proxies import TcpProxy, answer_losing_proxy
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
