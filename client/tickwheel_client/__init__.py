@@ -50,8 +50,9 @@ from .models import (
 )
 from .retry import Retries
 from .sync import Client
+from .version import VERSION
 
-__version__ = "1.0.0"
+__version__ = VERSION
 
 __all__ = [
     "ApiError", "AsyncClient", "Attempt", "BadRequest", "BulkRedrive", "CatchUp", "Client", "Config", "ConfigError",

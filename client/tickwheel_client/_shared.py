@@ -9,8 +9,9 @@ import httpx
 from . import models as m
 from .config import Config
 from .retry import Retries, pause_s, retry_after_s, wants_retry
+from .version import VERSION
 
-USER_AGENT = "tickwheel-client/1.0"
+USER_AGENT = f"tickwheel-client/{VERSION}"
 R = TypeVar("R", m.JobSpec, m.JobPatch)
 
 

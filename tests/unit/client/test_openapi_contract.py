@@ -230,3 +230,13 @@ def test_a_field_the_document_gains_is_caught(document: dict[str, Any]) -> None:
     assert compare(document, statuses, msgspec.inspect.type_info(RunSummary), "R") == [
         "R.status: RunStatus lacks ['PARKED']"
     ]
+
+
+def test_the_client_is_versioned_with_the_api(document: dict[str, Any]) -> None:
+    import tomllib
+
+    from tickwheel_client import __version__
+
+    project = tomllib.loads((DOCUMENT_PATH.parents[1] / "client" / "pyproject.toml").read_text())["project"]
+    assert project["version"] == __version__
+    assert __version__.split(".")[:2] == str(document["info"]["version"]).split(".")[:2]
