@@ -7,26 +7,41 @@ import asyncio
 import contextlib
 import dataclasses
 import json
-from collections.abc import AsyncIterator
+import threading
+from collections.abc import AsyncIterator, Coroutine
+from typing import Any, TypeVar
 
 import aiohttp
 from aiohttp import web
 
+T = TypeVar("T")
+
 
 class TcpProxy:
-    """127.0.0.1:<ephemeral> -> upstream; `cut()` closes every connection and refuses new ones until `restore()`."""
+    """127.0.0.1:<ephemeral> -> upstream; `cut()` closes every connection and refuses new ones until `restore()`.
+
+    It runs its own event loop in a thread: the process under test may block its loop on the server behind the
+    proxy (the Cassandra driver's first `prepare` of a statement is synchronous), and a proxy on that same loop
+    would then never pass the answer it waits for.
+    """
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.port = 0
         self.cut_now = False
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="tcp-proxy", daemon=True)
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
 
-    async def start(self) -> TcpProxy:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+    def start(self) -> TcpProxy:
+        self._thread.start()
+        self._server = self._run(asyncio.start_server(self._serve, "127.0.0.1", 0))
         self.port = self._server.sockets[0].getsockname()[1]
         return self
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=10)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self.cut_now:
@@ -48,20 +63,27 @@ class TcpProxy:
         writer.close()
         self._writers.discard(writer)
 
-    def cut(self) -> None:
-        self.cut_now = True
+    async def _close_all(self) -> None:
         for writer in list(self._writers):
             writer.close()
         self._writers.clear()
 
+    def cut(self) -> None:
+        """Every open connection is closed and new ones are refused."""
+        self.cut_now = True
+        self._run(self._close_all())
+
     def restore(self) -> None:
         self.cut_now = False
 
-    async def close(self) -> None:
+    def close(self) -> None:
         self.cut()
         if self._server is not None:
             self._server.close()
-            await self._server.wait_closed()
+            self._run(self._server.wait_closed())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
 
 
 HOP_HEADERS = ("content-length", "transfer-encoding", "content-encoding", "date", "server")

@@ -1,6 +1,7 @@
 """tickwheel_client against the real API on the real servers: every endpoint, paging, typed errors, and
-retries that keep their Idempotency-Key through a real 503 (Redis cut by a TCP proxy this test owns) and
-through an answer lost on the way (an HTTP proxy this test owns in front of the API)."""
+retries that keep their Idempotency-Key through the API's real 503s (its Cassandra, or its Redis, reached
+through a TCP proxy this test owns and cuts; the shared servers keep running) and through an answer lost on
+the way (an HTTP proxy this test owns in front of the API)."""
 
 from __future__ import annotations
 
@@ -193,7 +194,7 @@ async def test_a_create_answered_503_by_the_api_is_retried_with_the_same_key_onc
 ) -> None:
     """The API's Redis goes through a TCP proxy this test owns; cutting it makes the real API answer 503."""
     redis_url = urlsplit(settings.redis.url)
-    proxy = await TcpProxy(redis_url.hostname or "127.0.0.1", redis_url.port or 6379).start()
+    proxy = TcpProxy(redis_url.hostname or "127.0.0.1", redis_url.port or 6379).start()
     proxied = dataclasses.replace(settings.redis, url=f"redis://127.0.0.1:{proxy.port}{redis_url.path}")
     redis = RedisClient(proxied, prefix=f"twcl{uuid.uuid4().hex[:8]}:")
     server = TestClient(TestServer(make_app(api_settings(settings), store, producer, redis)))
@@ -214,12 +215,50 @@ async def test_a_create_answered_503_by_the_api_is_retried_with_the_same_key_onc
     finally:
         await server.close()
         await redis.close()
-        await proxy.close()
+        proxy.close()
     creates = [s for s in transport.seen if s.method == "POST"]
     assert [s.status for s in creates] == [503, 201]
     assert creates[0].key is not None and creates[0].key == creates[1].key
     assert slept == [1.0]  # the API's Retry-After
     assert listed == [job.id]
+
+
+async def test_a_create_answered_503_while_cassandra_is_cut_off_succeeds_once_with_the_same_key(
+    settings: Settings, producer: KafkaProducer, redis: RedisClient, alice: Caller
+) -> None:
+    """The API's Cassandra goes through a TCP proxy this test owns; cutting it makes the real API answer 503."""
+    host, _, port = settings.cassandra.hosts[0].rpartition(":")
+    proxy = TcpProxy(host or "127.0.0.1", int(port)).start()
+    cut_off = dataclasses.replace(settings.cassandra, hosts=(f"127.0.0.1:{proxy.port}",), request_timeout_s=3.0)
+    store = await CassandraStore.connect(cut_off)
+    server = TestClient(TestServer(make_app(api_settings(settings, auth_cache_s=300.0), store, producer, redis)))
+    await server.start_server()
+    transport = RecordingTransport()
+    slept: list[float] = []
+
+    async def restore_then_wait(seconds: float) -> None:
+        slept.append(seconds)
+        proxy.restore()
+        await asyncio.sleep(seconds)  # the driver reconnects on its own schedule; the API says 503 until then
+
+    url = str(server.make_url("")).rstrip("/")
+    retries = Retries(max_attempts=40, max_delay_s=1.0)
+    try:
+        async with AsyncClient(api_url=url, api_key=alice.key, transport=transport, sleep=restore_then_wait,
+                               retries=retries) as tw:  # fmt: skip
+            warm = await tw.create_job(**cron(name="before"))  # the key is now trusted for auth_cache_s
+            proxy.cut()
+            job = await tw.create_job(**cron(name="through the cut"))
+            listed = sorted([j.name or "" async for j in tw.list_jobs()])
+    finally:
+        await server.close()
+        await store.close()
+        proxy.close()
+    creates = [s for s in transport.seen if s.method == "POST"]
+    during = [s for s in creates if s.key != creates[0].key]
+    assert during[0].status == 503 and during[-1].status == 201 and len({s.key for s in during}) == 1
+    assert {s.status for s in during[:-1]} == {503} and slept[0] >= 1.0
+    assert warm.id != job.id and listed == ["before", "through the cut"]
 
 
 async def test_an_answer_lost_on_the_way_is_replayed_for_the_same_key_and_the_job_exists_once(tw: AsyncClient) -> None:
