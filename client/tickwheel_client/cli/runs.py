@@ -112,7 +112,8 @@ def redrive(run_ids: tuple[str, ...], job_id: str | None, target_host: str | Non
             until: str | None, dry_run: bool, output: str) -> None:  # fmt: skip
     """Redrive dead runs (one more attempt, same run id): the RUN_IDs given, or those the filters match.
 
-    A run whose job is paused or deleted is skipped and reported; the exit code is then 1.
+    A run whose job is paused or deleted is skipped and reported; the exit code is then 1. Filters take at most
+    the 1000 newest matches (the API's bulk limit); run the command again for older ones.
 
     \b
     Examples:
