@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.util
 import os
 import sys
 from collections.abc import Sequence
@@ -45,6 +46,10 @@ COMPLETION_VARIABLE = "_TICKWHEEL_COMPLETE"
 
 
 def build_parser() -> argparse.ArgumentParser:
+    return _parser_and_commands()[0]
+
+
+def _parser_and_commands() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(prog="tickwheel", description="tickwheel: a distributed job scheduler")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, help_text in CLIENT_COMMANDS.items():  # listed in --help; main() hands them to the client
@@ -58,19 +63,14 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         adder = getattr(module, "add_commands", None) or module.add_stack_commands
         adder(subparsers)
-    return parser
+    return parser, subparsers
 
 
 def server_commands() -> dict[str, str]:
     """The commands this package runs, with their help (the client's front door lists them)."""
-    parser = build_parser()
-    actions = [a for a in parser._subparsers._group_actions if isinstance(a, argparse._SubParsersAction)]  # type: ignore[union-attr]
-    return {
-        choice.dest: choice.help or ""
-        for action in actions
-        for choice in action._choices_actions
-        if choice.dest not in CLIENT_COMMANDS
-    }
+    _, subparsers = _parser_and_commands()
+    listed = subparsers._choices_actions  # argparse keeps each command's help only there
+    return {choice.dest: choice.help or "" for choice in listed if choice.dest not in CLIENT_COMMANDS}
 
 
 def _for_client(argv: Sequence[str]) -> bool:
@@ -81,12 +81,11 @@ def _for_client(argv: Sequence[str]) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if _for_client(argv):
-        try:
-            from tickwheel_client.cli.main import main as client_main
-        except ImportError:
+        if importlib.util.find_spec("tickwheel_client") is None:
             print("tickwheel: the tenant commands come with the client: pip install ./client", file=sys.stderr)
             return 2
-        return client_main(argv)
+        client_cli = importlib.import_module("tickwheel_client.cli.main")
+        return int(client_cli.main(argv))
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)

@@ -67,3 +67,12 @@ def test_usage_errors_exit_2_before_any_request(argv: list[str], monkeypatch: py
 def test_help_and_version_exit_0(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--help"]) == 0 and "Exit codes" in capsys.readouterr().out
     assert main(["--version"]) == 0 and "1.0.0" in capsys.readouterr().out
+
+
+def test_each_front_door_hands_over_the_others_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    from tickwheel import cli as server_cli
+
+    listed = server_cli.server_commands()
+    assert {"tenants", "api", "stack"} <= listed.keys() and not {"jobs", "runs", "dlq"} & listed.keys()
+    assert server_cli.main(["dlq", "--help"]) == 0 and "redrive" in capsys.readouterr().out
+    assert main(["stack", "--help"]) == 0 and "status" in capsys.readouterr().out
