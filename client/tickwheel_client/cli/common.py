@@ -8,11 +8,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import NoReturn, TypeVar
 
 import click
+from click.shell_completion import CompletionItem
 from rich.console import Console
 from rich.progress import Progress
 
 from ..config import Config
 from ..errors import ApiError, TickwheelClientError
+from ..retry import NO_RETRIES
 from ..sync import Client
 
 T = TypeVar("T")
@@ -55,6 +57,24 @@ def progress(items: Sequence[T], label: str) -> Iterator[T]:
         for item in items:
             yield item
             bar.advance(task)
+
+
+COMPLETION_TIMEOUT_S = 2.0
+COMPLETION_LIMIT = 200
+
+
+def complete_job_ids(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of a JOB_ID: the tenant's job ids (named in the help column), asked of the API once,
+    quickly and without retries; any failure completes nothing rather than break the shell."""
+    given = ctx.find_root().params  # completion parses the options but runs no command, so no Session exists
+    try:
+        config = Config.load(given.get("profile"), api_url=given.get("api_url"))
+        quick = Config(config.api_url, config.api_key, COMPLETION_TIMEOUT_S)
+        with Client(quick, retries=NO_RETRIES) as tw:
+            jobs = take(tw.list_jobs(page_size=COMPLETION_LIMIT), COMPLETION_LIMIT)
+    except (TickwheelClientError, ValueError):
+        return []
+    return [CompletionItem(str(job.id), help=job.name) for job in jobs if str(job.id).startswith(incomplete)]
 
 
 def take(items: Iterable[T], limit: int | None) -> list[T]:

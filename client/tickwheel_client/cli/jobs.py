@@ -11,7 +11,7 @@ import yaml
 from .. import models as m
 from ..errors import ApiError
 from . import definitions as d
-from .common import progress, session, take
+from .common import complete_job_ids, progress, session, take
 from .output import FIRE_COLUMNS, JOB_COLUMNS, emit, fire_row, job_row, output_option, plain
 
 
@@ -126,7 +126,7 @@ def list_(state: str | None, label: str | None, limit: int | None, output: str) 
 
 
 @jobs.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_ids)
 @output_option
 def get(job_id: str, output: str) -> None:
     """Show a job with its next and last run.
@@ -139,7 +139,7 @@ def get(job_id: str, output: str) -> None:
 
 
 @jobs.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_ids)
 @definition_options
 @output_option
 def edit(job_id: str, output: str, path: str | None, **flags: Any) -> None:
@@ -182,7 +182,7 @@ def _edited(job: m.Job) -> dict[str, Any]:
 
 
 def _state_change(name: str, doc: str) -> click.Command:
-    @click.argument("job_id")
+    @click.argument("job_id", shell_complete=complete_job_ids)
     @output_option
     def change(job_id: str, output: str) -> None:
         client = session().client()
@@ -202,7 +202,7 @@ _state_change(
 
 
 @jobs.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_ids)
 @output_option
 def delete(job_id: str, output: str) -> None:
     """Delete a job (its unstarted run is cancelled); deleting it again succeeds.
@@ -216,7 +216,7 @@ def delete(job_id: str, output: str) -> None:
 
 
 @jobs.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_ids)
 @click.option("-n", "--count", type=click.IntRange(1, 1000), default=10, show_default=True)
 @output_option
 def preview(job_id: str, count: int, output: str) -> None:

@@ -10,7 +10,7 @@ import msgspec
 from .. import models as m
 from ..errors import ApiError
 from . import definitions as d
-from .common import progress, session, take
+from .common import complete_job_ids, progress, session, take
 from .output import (
     ATTEMPT_COLUMNS,
     LETTER_COLUMNS,
@@ -32,7 +32,7 @@ def runs() -> None:
 
 
 @runs.command(name="list")
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_ids)
 @click.option("--status", type=click.Choice([s.value for s in m.RunStatus]), help="only runs with this status")
 @click.option("--limit", type=click.IntRange(min=1), default=50, show_default=True, help="at most this many")
 @output_option
@@ -74,7 +74,7 @@ def dlq() -> None:
 
 def letter_filters(command: Any) -> Any:
     for option in reversed([
-        click.option("--job", "job_id", metavar="JOB_ID", help="only this job's"),
+        click.option("--job", "job_id", metavar="JOB_ID", help="only this job's", shell_complete=complete_job_ids),
         click.option("--target-host", metavar="HOST", help="only calls to this host"),
         click.option("--since", metavar="INSTANT|AGO", help="dead at or after (2026-11-30T00:00:00Z, or 2h, 1d ago)"),
         click.option("--until", metavar="INSTANT|AGO", help="dead before"),

@@ -179,6 +179,14 @@ async def test_shell_completion_script_and_completions(tickwheel: Run) -> None:
     for door in (CLIENT_DOOR, SERVER_DOOR):
         offered = await tickwheel(door=door, env=env)
         assert "pause" in offered.out, offered
+    job = (await tickwheel("jobs", "create", "--every", "1h", "--url", "https://example.com/x", "-o", "json")).json()
+    ids = {
+        "_TICKWHEEL_COMPLETE": "bash_complete",
+        "COMP_WORDS": f"tickwheel jobs pause {job['id'][:4]}",
+        "COMP_CWORD": "3",
+    }
+    offered = await tickwheel(env=ids)
+    assert offered.out.split() == ["plain," + job["id"]], offered
 
 
 async def test_edit_without_flags_opens_the_editor_on_the_definition_and_sends_what_changed(
