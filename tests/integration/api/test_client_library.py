@@ -244,7 +244,7 @@ async def test_a_create_answered_503_while_cassandra_is_cut_off_succeeds_once_wi
         await asyncio.sleep(seconds)  # the driver reconnects on its own schedule; the API says 503 until then
 
     url = str(server.make_url("")).rstrip("/")
-    retries = Retries(max_attempts=40, max_delay_s=1.0)
+    retries = Retries(max_attempts=120, max_delay_s=1.0)  # the driver reconnects on its own backoff schedule
     try:
         async with AsyncClient(api_url=url, api_key=alice.key, transport=transport, sleep=restore_then_wait,
                                retries=retries) as tw:  # fmt: skip
