@@ -23,12 +23,17 @@ from .errors import (
 )
 from .models import (
     Attempt,
+    Backfill,
+    BackfilledRun,
     BulkRedrive,
+    Calendar,
     CatchUp,
     DeadLetter,
     DstFlag,
     DstGap,
     DstRepeat,
+    Exclude,
+    ExcludedFire,
     Fire,
     HttpMethod,
     HttpTarget,
@@ -41,8 +46,10 @@ from .models import (
     Overlap,
     Priority,
     Redriven,
+    RequestedRun,
     RetryPolicy,
     Run,
+    RunOrigin,
     RunStatus,
     RunSummary,
     Schedule,
@@ -55,10 +62,11 @@ from .version import VERSION
 __version__ = VERSION
 
 __all__ = [
-    "ApiError", "AsyncClient", "Attempt", "BadRequest", "BulkRedrive", "CatchUp", "Client", "Config", "ConfigError",
-    "Conflict", "ConnectionFailed", "DeadLetter", "DstFlag", "DstGap", "DstRepeat", "Fire", "HttpMethod",
-    "HttpTarget", "InvalidInput", "Job", "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound",
-    "Overlap", "PayloadTooLarge", "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited",
-    "Redriven", "Retries", "RetryPolicy", "Run", "RunStatus", "RunSummary", "Schedule", "ScheduleType",
-    "ServerError", "TickwheelClientError", "Unauthorized", "Unavailable", "UnexpectedAnswer",
+    "ApiError", "AsyncClient", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BulkRedrive", "Calendar",
+    "CatchUp", "Client", "Config", "ConfigError", "Conflict", "ConnectionFailed", "DeadLetter", "DstFlag", "DstGap",
+    "DstRepeat", "Exclude", "ExcludedFire", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobPatch",
+    "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound", "Overlap", "PayloadTooLarge", "PreconditionFailed",
+    "PreconditionRequired", "Priority", "RateLimited", "Redriven", "RequestedRun", "Retries", "RetryPolicy", "Run",
+    "RunOrigin", "RunStatus", "RunSummary", "Schedule", "ScheduleType", "ServerError", "TickwheelClientError",
+    "Unauthorized", "Unavailable", "UnexpectedAnswer",
 ]  # fmt: skip
