@@ -69,6 +69,7 @@ def stack_settings() -> Settings:
 async def settings(stack_settings: Settings) -> AsyncIterator[Settings]:
     """Settings for this test run: its own keyspace (migrated) and Kafka topic prefix (topics created)."""
     from tickwheel.commands import run_migrate
+    from tickwheel.store.migrate import drop_test_keyspace
 
     test_settings = dataclasses.replace(
         stack_settings,
@@ -79,6 +80,10 @@ async def settings(stack_settings: Settings) -> AsyncIterator[Settings]:
     )
     await run_migrate(test_settings)
     yield test_settings
+    try:  # a run's keyspace is ~15 tables; hundreds left behind exhausted the shared Cassandra's heap
+        await drop_test_keyspace(test_settings.cassandra)
+    except Exception as exc:  # the run's results stand; the keyspace is only left behind
+        print(f"could not drop {test_settings.cassandra.keyspace}: {exc}")
 
 
 @pytest.fixture(scope="session")
