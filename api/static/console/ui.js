@@ -97,3 +97,15 @@ export function heat(value, max) {
   const light = Math.round(92 - t * 66); // 92% .. 26%
   return { bg: `hsl(214 70% ${light}%)`, fg: light < 55 ? "#ffffff" : "#1b1b1b" };
 }
+
+/** A wall-clock instant as the API wrote it ("2026-03-29T03:00:00+02:00") as "Sun 29 Mar 2026, 03:00:00 (UTC+02:00)",
+ *  read in its own offset, not converted to the browser's zone. */
+export function wallClock(iso) {
+  const m = /^(\d{4})-(\d\d)-(\d\d)T(\d\d:\d\d:\d\d)(?:\.\d+)?(Z|[+-]\d\d:\d\d)$/.exec(iso || "");
+  if (!m) return iso || "—";
+  const day = new Date(Date.UTC(+m[1], +m[2] - 1, +m[3])).toLocaleDateString("en-GB", { weekday: "short", day: "2-digit", month: "short", year: "numeric", timeZone: "UTC" });
+  return `${day}, ${m[4]} (UTC${m[5] === "Z" ? "+00:00" : m[5]})`;
+}
+
+/** The offset part of an ISO instant ("+02:00"). */
+export const offsetOf = (iso) => (/(Z|[+-]\d\d:\d\d)$/.exec(iso || "") || ["", ""])[1];

@@ -2,7 +2,7 @@
 // fires are previewed by the API as the cron expression and zone are typed.
 import { idempotencyKey, post } from "../api.js";
 import { scheduleWords } from "../describe.js";
-import { clear, field, h, say, setFieldError } from "../ui.js";
+import { clear, field, h, say, setFieldError, wallClock } from "../ui.js";
 
 // API field (problem.field, or its first part) -> the input that shows its error
 const FIELD_INPUTS = {
@@ -74,7 +74,7 @@ export async function createPage(view, { navigate }) {
       const { data } = await post("/v1/schedules/preview", { schedule, count: 10 });
       if (mine !== asked) return; // a newer keystroke's answer wins
       clear(previewBox).append(data.fires.length
-        ? h("ol", { class: "mono small" }, data.fires.map((f) => h("li", {}, f.local.replace("T", " "), f.dst ? h("span", { class: "dst" }, ` ⚠ DST ${f.dst}`) : "")))
+        ? h("ol", { class: "mono small" }, data.fires.map((f) => h("li", {}, wallClock(f.local), f.dst ? h("span", { class: "dst" }, ` ⚠ DST ${f.dst}`) : "")))
         : h("p", { class: "muted" }, "This schedule never fires from now on."));
     } catch (err) {
       if (mine !== asked) return;

@@ -1,7 +1,7 @@
 // One job: its definition (editable with If-Match), its next 10 fires, and a timeline of its runs.
 import { call, get, idempotencyKey } from "../api.js";
 import { scheduleWords } from "../describe.js";
-import { badge, clear, h, relative, say, when } from "../ui.js";
+import { badge, clear, h, offsetOf, relative, say, wallClock, when } from "../ui.js";
 import { deleteJob, setState } from "./actions.js";
 
 const SERVER_FIELDS = ["id", "state", "version", "next_run_at", "next_run_id", "fired_count", "created_at", "updated_at", "last_run"];
@@ -49,10 +49,14 @@ function fires(list, zone) {
   const body = list.length
     ? h("table", { "aria-label": "Next fires" },
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, `Local (${zone})`), h("th", { scope: "col" }, "UTC"), h("th", { scope: "col" }, "DST"))),
-      h("tbody", {}, list.map((f) => h("tr", { class: "fire" },
-        h("td", { class: "mono" }, f.local.replace("T", " ")),
-        h("td", { class: "mono" }, f.at.replace("T", " ").replace(".000+00:00", "Z")),
-        h("td", {}, f.dst ? h("span", { class: "dst", title: dstText(f.dst) }, `⚠ ${f.dst}`) : "")))))
+      h("tbody", {}, list.map((f, i) => {
+        const shifted = i > 0 && offsetOf(f.local) !== offsetOf(list[i - 1].local);
+        return h("tr", { class: "fire" },
+          h("td", { class: "mono" }, wallClock(f.local)),
+          h("td", { class: "mono" }, when(f.at, "UTC")),
+          h("td", {}, f.dst ? h("span", { class: "dst", title: dstText(f.dst) }, `⚠ ${f.dst}`) : "",
+            shifted ? h("span", { class: "dst" }, ` clocks change: now UTC${offsetOf(f.local)}`) : ""));
+      })))
     : h("p", { class: "muted" }, "No fire ahead (the schedule has ended, or the job is not active).");
   return h("section", { class: "panel", "aria-labelledby": "fires-title" }, h("h2", { id: "fires-title" }, "Next 10 fires"), body);
 }
@@ -88,7 +92,8 @@ function timeline(runs) {
     });
     axis.append(mark);
   }
-  for (const t of [lo, lo + span / 2, lo + span]) axis.append(h("span", { class: "tick", style: `left:${at(t)}` }, when(new Date(t).toISOString(), undefined, false)));
+  const seconds = span < 2 * 3_600_000;
+  for (const t of [lo, lo + span / 2, lo + span]) axis.append(h("span", { class: "tick", style: `left:${at(t)}` }, when(new Date(t).toISOString(), undefined, seconds)));
   const legend = h("p", { class: "small" }, ["SUCCEEDED", "RETRY", "RUNNING", "DEAD", "SCHEDULED", "CANCELLED"].map((s) => [badge(s), " "]));
   section.append(axis, legend, detail);
   return section;
