@@ -5,7 +5,6 @@ see the upcoming load and the operator's 1,024 owned shards. No JavaScript error
 from __future__ import annotations
 
 import asyncio
-import shutil
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -81,6 +80,19 @@ async def page(browser: BrowserContext, request: pytest.FixtureRequest) -> Async
     assert errors == [], "JavaScript errors in the browser:\n" + "\n".join(errors)
 
 
+async def shot(page: Page, name: str, *, full_page: bool = False) -> None:
+    """One picture per console page for docs/console.md (copied from tests/e2e/screenshots/pages/ by hand)."""
+    (SCREENSHOTS / "pages").mkdir(parents=True, exist_ok=True)
+    await page.screenshot(path=str(SCREENSHOTS / "pages" / f"{name}.png"), full_page=full_page)
+
+
+async def fits_a_tablet(page: Page) -> bool:
+    """At a tablet's width (768 px, portrait) the page needs no sideways scrolling (wide tables scroll inside)."""
+    await page.set_viewport_size({"width": 768, "height": 1024})
+    await page.wait_for_timeout(300)
+    return bool(await page.evaluate("document.documentElement.scrollWidth <= window.innerWidth"))
+
+
 def api_refusal(message: ConsoleMessage) -> bool:
     """Chromium logs every 4xx answer as a console error; the API's 4xx answers are expected (the console shows
     their problem+json, e.g. a 422 next to the field), so those, and only those, are not JavaScript errors."""
@@ -95,9 +107,11 @@ async def sign_in(page: Page, key: str) -> None:
     await expect(page.get_by_role("heading", name="Jobs")).to_be_visible()
 
 
-async def api(platform: Platform, key: str, method: str, path: str, body: Any = None) -> Any:
+async def api(
+    platform: Platform, key: str, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+) -> Any:
     async with aiohttp.ClientSession() as http:
-        headers = {"Authorization": f"Bearer {key}"}
+        headers = {"Authorization": f"Bearer {key}", **(headers or {})}
         async with http.request(method, platform.api_url + path, json=body, headers=headers) as answer:
             assert answer.status < 300, await answer.text()
             return await answer.json() if answer.status != 204 else None
@@ -121,6 +135,9 @@ def every_5_s(sink: Sink, path: str, **overrides: Any) -> dict[str, Any]:
 async def test_sign_in_create_a_job_through_the_form_see_it_listed_and_pause_it(
     page: Page, platform: Platform, tenant: tuple[str, str], sink: Sink
 ) -> None:
+    await page.goto("/console/")
+    await expect(page.get_by_label("API key")).to_be_focused()
+    await shot(page, "sign-in")
     await sign_in(page, tenant[1])
     await page.get_by_role("link", name="New job").click()
     await page.get_by_label("Name (optional)").fill("nightly export")
@@ -134,6 +151,8 @@ async def test_sign_in_create_a_job_through_the_form_see_it_listed_and_pause_it(
     await expr.fill("30 2 * * *")
     await page.get_by_label("Target URL").fill(sink.url("/console/nightly"))
     await page.get_by_label("Labels (key=value, comma separated)").fill("team=data")
+    await expect(page.locator("#c-preview li")).to_have_count(10)
+    await shot(page, "new-job")
     await page.get_by_role("button", name="Create job").click()
     await expect(page.get_by_role("heading", name="Next 10 fires")).to_be_visible()
 
@@ -143,12 +162,14 @@ async def test_sign_in_create_a_job_through_the_form_see_it_listed_and_pause_it(
     await expect(row).to_contain_text("team=data")
     await row.get_by_role("button", name="Pause nightly export").click()
     await expect(row.locator(".badge").first).to_have_text("PAUSED")
+    await shot(page, "jobs")
+    assert await fits_a_tablet(page)
 
     listed = await api(platform, tenant[1], "GET", "/v1/jobs?state=PAUSED")
     assert [job["name"] for job in listed["items"]] == ["nightly export"]
 
 
-async def test_a_jobs_page_shows_its_next_fires_and_a_run_that_fired_with_its_attempts(
+async def test_a_jobs_page_shows_its_next_fires_a_run_that_fired_with_its_attempts_and_a_conflicting_edit(
     page: Page, platform: Platform, tenant: tuple[str, str], sink: Sink
 ) -> None:
     job = await api(platform, tenant[1], "POST", "/v1/jobs", every_5_s(sink, "/console/fires"))
@@ -168,6 +189,12 @@ async def test_a_jobs_page_shows_its_next_fires_and_a_run_that_fired_with_its_at
     attempts = page.get_by_role("table", name="Attempts")
     await expect(attempts).to_contain_text("200")
     await expect(attempts).to_contain_text("SUCCEEDED")
+    await shot(page, "job")
+
+    # someone else edits the job after the page was loaded: saving the page's version is refused, plainly
+    await api(platform, tenant[1], "PATCH", f"/v1/jobs/{job['id']}", {"name": "renamed elsewhere"}, {"If-Match": '"1"'})
+    await page.get_by_role("button", name="Save changes").click()
+    await expect(page.locator("#edit-error")).to_contain_text("changed by someone else")
 
 
 async def test_a_dead_letter_is_dry_run_then_redriven_with_the_predicted_count(
@@ -188,6 +215,7 @@ async def test_a_dead_letter_is_dry_run_then_redriven_with_the_predicted_count(
     await page.get_by_label(f"Select run {letter['run_id']}").check()
     await page.get_by_role("button", name="Dry run").click()
     await expect(page.locator("#d-plan")).to_contain_text("1 dead letter(s) would be redriven")
+    await shot(page, "dead-letters")
     await page.get_by_role("button", name="Redrive 1").click()
     await expect(page.locator("#status")).to_contain_text("Redriven 1 of the 1 the dry run predicted")
 
@@ -210,6 +238,8 @@ async def test_the_upcoming_load_shows_the_tenants_runs_per_minute_and_per_hour(
     assert await minutes.locator("td[aria-label$=': 1 run(s)']").count() in (119, 120)
     await expect(page.get_by_role("table", name="Runs due per hour")).to_be_visible()
     await expect(page.locator(".chart canvas").first).to_be_visible()  # drawn by the vendored uPlot
+    await shot(page, "load", full_page=True)
+    assert await fits_a_tablet(page)
 
 
 async def test_the_operator_page_shows_every_shard_owned_lanes_and_the_forecast(page: Page, platform: Platform) -> None:
@@ -223,9 +253,5 @@ async def test_the_operator_page_shows_every_shard_owned_lanes_and_the_forecast(
     await expect(page.locator("#shardmap span.owned")).to_have_count(1024)
     await expect(page.get_by_role("table", name="Shard ranges by owner and epoch")).to_contain_text("1024")
     await expect(page.locator("#op-forecast-chart canvas")).to_be_visible()
-
-
-def publish_screenshots(names: dict[str, str], into: Path) -> None:
-    """Copy the named screenshots into docs (used by hand when the pages change; see docs/console.md)."""
-    for test_name, doc_name in names.items():
-        shutil.copy(SCREENSHOTS / f"{test_name}.png", into / doc_name)
+    await shot(page, "operator", full_page=True)
+    assert await fits_a_tablet(page)

@@ -44,7 +44,8 @@ async function render() {
     view.append(h("p", { class: "form-error", role: "alert" }, `This page could not be loaded: ${err.message}`));
     if (err.status === 401 && name !== "operator") { keys.setTenant(""); navigate("#/signin"); }
   }
-  view.focus({ preventScroll: true });
+  // move focus to the new page for keyboard and screen-reader users, unless the page focused a field itself
+  if (!view.contains(document.activeElement)) view.focus({ preventScroll: true });
 }
 
 export function navigate(hash) {

@@ -102,5 +102,5 @@ export async function deadPage(view, { params, navigate }) {
     h("div", { class: "table-wrap" }, h("table", { "aria-label": "Dead letters" },
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, selectAll), ["Dead at", "Job", "Run", "Target", "Attempts", "Last error", "State"].map((t) => h("th", { scope: "col" }, t)))),
       h("tbody", {}, rows))),
-    data.next_cursor ? h("p", { class: "small muted" }, "Showing the newest 200; narrow the filter to see older ones.") : null);
+    h("p", { class: "small muted", hidden: !data.next_cursor }, "Showing the newest 200; narrow the filter to see older ones."));
 }

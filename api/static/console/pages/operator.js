@@ -62,9 +62,9 @@ function askKey(view, navigate) {
 function lanesPanel(items) {
   return h("section", { class: "panel", "aria-labelledby": "lanes-title" }, h("h2", { id: "lanes-title" }, "Lanes"),
     h("div", { class: "table-wrap" }, h("table", { "aria-label": "Lanes and consumer lag" },
-      h("thead", {}, h("tr", {}, ["Lane", "Topic", "Consumer group", "Lag (messages)"].map((t) => h("th", { scope: "col" }, t)))),
-      h("tbody", {}, items.map((l) => h("tr", {}, h("th", { scope: "row" }, l.lane), h("td", { class: "mono small" }, l.topic),
-        h("td", { class: "mono small" }, l.group), h("td", { class: "num" }, l.lag)))))));
+      h("thead", {}, h("tr", {}, ["Lane", "Lag (messages)", "Topic and consumer group"].map((t) => h("th", { scope: "col" }, t)))),
+      h("tbody", {}, items.map((l) => h("tr", {}, h("th", { scope: "row" }, l.lane), h("td", { class: "num" }, l.lag),
+        h("td", { class: "mono small" }, l.topic, h("br"), l.group)))))));
 }
 
 function sweeperPanel(doc) {
