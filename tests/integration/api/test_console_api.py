@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
-from api_bodies import cron_job
 
 from api.app import make_app
 from schemas.messages import topic_names
+from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import Caller, api_settings
 from tickwheel.bus.kafka import KafkaProducer, ensure_topics
 from tickwheel.flow.redis import RedisClient
