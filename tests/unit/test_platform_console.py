@@ -15,7 +15,9 @@ from tickwheel.settings import Settings, build
 def test_the_operator_key_is_made_once_and_only_its_hash_reaches_the_settings(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("TICKWHEEL_API_OPERATOR_KEY_SHA256", raising=False)
+    # setenv first, so the variable ensure_operator_key sets is removed again when the test ends
+    monkeypatch.setenv("TICKWHEEL_API_OPERATOR_KEY_SHA256", "")
+    monkeypatch.delenv("TICKWHEEL_API_OPERATOR_KEY_SHA256")
     key_file = ensure_operator_key(tmp_path)
     key = key_file.read_text().strip()
     digest = hashlib.sha256(key.encode()).hexdigest()

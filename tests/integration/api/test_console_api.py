@@ -120,7 +120,7 @@ async def test_operator_endpoints_refuse_tenant_keys_wrong_keys_and_an_unset_key
     make_client: Callable[..., Awaitable[TestClient]], make_tenant: Callable[..., Awaitable[Caller]], path: str
 ) -> None:
     configured = await make_client(operator_key_sha256=OPERATOR_HASH)
-    unset = await make_client()
+    unset = await make_client(operator_key_sha256="")
     tenant = await make_tenant(configured)
 
     assert (await tenant.call("GET", path)).status == 401
