@@ -86,7 +86,7 @@ async def run_demo(settings: Settings, stack_dir: Path) -> int:
     key_file = stack_dir / "demo-api-key"
     key_file.write_text(key + "\n")
     print(f"tenant {tenant.name} (id {tenant.tenant_id}); its API key is in {key_file}")
-    print(f"console: {console_url(settings)}  (sign in with that key; watch the demo jobs fire there too)")
+    print(f"console: {console_url(settings)}  sign in with {key}  (the demo jobs fire there too)")
     api = f"http://127.0.0.1:{settings.api.port}"
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
         jobs = await _create_jobs(http, api, demo_jobs(sink, datetime.now(UTC)))
