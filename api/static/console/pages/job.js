@@ -23,7 +23,8 @@ export async function jobPage(view, { parts, navigate }) {
       badge(job.state),
       job.state !== "DELETED" && h("button", { type: "button", onclick: async () => { if (await setState(job, job.state === "PAUSED" ? "ACTIVE" : "PAUSED")) refresh(); } },
         job.state === "PAUSED" ? "Resume" : "Pause"),
-      job.state !== "DELETED" && h("button", { type: "button", class: "danger", onclick: async () => { if (await deleteJob(job)) navigate("#/jobs"); } }, "Delete")),
+      job.state !== "DELETED" && h("button", { type: "button", class: "danger", onclick: async () => { if (await deleteJob(job)) navigate("#/jobs"); } }, "Delete"),
+      h("button", { type: "button", class: "quiet", onclick: refresh }, "Refresh")),
     h("div", { class: "grid2" }, summary(job), fires(preview.fires, zone)),
     timeline(runs.items),
     editor(job, refresh));

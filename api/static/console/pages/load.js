@@ -64,7 +64,10 @@ function hourGrid(doc) {
     const at = new Date(Date.parse(doc.start) + i * 3_600_000);
     const day = at.toLocaleDateString("en-GB", { weekday: "short", day: "2-digit", month: "short" });
     if (!byDay.has(day)) byDay.set(day, new Array(24).fill(null));
-    byDay.get(day)[at.getHours()] = [count, `${day} ${hm(at)}`];
+    const slot = byDay.get(day);
+    const hour = at.getHours();
+    // the hour clocks fall back repeats: both UTC hours land in one local cell, so their counts add up
+    slot[hour] = slot[hour] ? [slot[hour][0] + count, `${slot[hour][1]} (twice: clocks fall back)`] : [count, `${day} ${hm(at)}`];
   }
   return h("table", { class: "heat", "aria-label": "Runs due per hour" },
     h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "day"), Array.from({ length: 24 }, (_, i) => h("th", { scope: "col" }, String(i).padStart(2, "0"))))),
