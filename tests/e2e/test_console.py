@@ -30,6 +30,11 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 WAIT_MS = 15_000
+# Every form control and button on the page has a name a screen reader can announce.
+UNLABELLED_CONTROLS = """() => [...document.querySelectorAll('input, select, textarea, button')]
+  .filter((el) => el.offsetParent !== null || el.closest('dialog[open]'))
+  .filter((el) => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.textContent.trim())
+  .map((el) => el.outerHTML.slice(0, 120))"""
 
 
 def chromium_installed() -> bool:
@@ -63,7 +68,8 @@ async def tenant(store: CassandraStore) -> tuple[str, str]:
 
 @pytest.fixture
 async def page(browser: BrowserContext, request: pytest.FixtureRequest) -> AsyncIterator[Page]:
-    """A new tab (so a new sessionStorage: signed out); fails the test on any JavaScript error; saves a screenshot."""
+    """A new tab (so a new sessionStorage: signed out); fails the test on any JavaScript error or unnamed control
+    left on the page; saves a screenshot."""
     opened = await browser.new_page()
     errors: list[str] = []
 
@@ -74,6 +80,7 @@ async def page(browser: BrowserContext, request: pytest.FixtureRequest) -> Async
     opened.on("console", on_console)
     opened.on("pageerror", lambda exc: errors.append(f"uncaught: {exc}"))
     yield opened
+    errors += [f"no accessible name: {html}" for html in await opened.evaluate(UNLABELLED_CONTROLS)]
     SCREENSHOTS.mkdir(exist_ok=True)
     await opened.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"))
     await opened.close()
