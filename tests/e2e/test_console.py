@@ -196,7 +196,7 @@ async def test_a_jobs_page_shows_its_next_fires_a_run_that_fired_with_its_attemp
     attempts = page.get_by_role("table", name="Attempts")
     await expect(attempts).to_contain_text("200")
     await expect(attempts).to_contain_text("SUCCEEDED")
-    await shot(page, "job")
+    await shot(page, "job", full_page=True)
 
     # someone else edits the job after the page was loaded: saving the page's version is refused, plainly
     await api(platform, tenant[1], "PATCH", f"/v1/jobs/{job['id']}", {"name": "renamed elsewhere"}, {"If-Match": '"1"'})
