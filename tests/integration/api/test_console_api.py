@@ -233,3 +233,24 @@ async def test_the_console_is_served_offline_with_a_strict_content_policy(
     assert page.status == 200 and "default-src 'none'" in page.headers["Content-Security-Policy"]
     assert "http://" not in html and "https://" not in html  # nothing from another origin
     assert script.status == 200 and "javascript" in script.content_type
+
+
+async def test_every_sweeper_pass_is_counted_where_the_operator_page_reads_it(
+    settings: Settings, producer: KafkaProducer
+) -> None:
+    from coordinator.sweeper import Sweeper
+    from tickwheel.store.migrate import migrate
+
+    # A keyspace of its own: a whole pass over this run's shared jobs table could repair other tests' jobs.
+    own = dataclasses.replace(settings.cassandra, keyspace=f"{settings.cassandra.keyspace}_sweep")
+    await migrate(own)
+    store = await CassandraStore.connect(own)
+    try:
+        before, _ = await operator.sweeper_counts(store)
+        await Sweeper(dataclasses.replace(settings, cassandra=own), store, producer).sweep(datetime.now(UTC))
+        await Sweeper(dataclasses.replace(settings, cassandra=own), store, producer).sweep(datetime.now(UTC))
+        after, repairs = await operator.sweeper_counts(store)
+    finally:
+        await store.close()
+
+    assert after == before + 2 and repairs == {}
