@@ -44,6 +44,11 @@ def _env(settings: Settings, ports: dict[str, int]) -> dict[str, str]:
     run = settings.cassandra.keyspace.removeprefix("tw_test_")
     env.update(
         TICKWHEEL_ENV_FILE=str((STACK_DIR / "env").resolve()),
+        # the servers this test session uses, not whatever .stack/env says by the time a process starts
+        TICKWHEEL_CASSANDRA=",".join(settings.cassandra.hosts),
+        TICKWHEEL_KAFKA=settings.kafka.bootstrap,
+        TICKWHEEL_ZOOKEEPER=settings.zookeeper.hosts,
+        TICKWHEEL_REDIS=settings.redis.url,
         TICKWHEEL_CASSANDRA_KEYSPACE=settings.cassandra.keyspace,
         TICKWHEEL_KAFKA_TOPIC_PREFIX=settings.kafka.topic_prefix,
         TICKWHEEL_KAFKA_LANE_PARTITIONS=str(settings.kafka.lane_partitions),

@@ -263,3 +263,30 @@ async def test_the_operator_page_shows_every_shard_owned_lanes_and_the_forecast(
     await expect(page.locator("#op-forecast-chart canvas")).to_be_visible()
     await shot(page, "operator", full_page=True)
     assert await fits_a_tablet(page)
+
+
+async def test_the_jobs_table_pages_with_the_apis_cursors_and_filters_by_label(
+    page: Page, platform: Platform, tenant: tuple[str, str], sink: Sink
+) -> None:
+    for i in range(23):
+        body = every_5_s(sink, f"/console/paged/{i:02d}", labels={"batch": "odd" if i % 2 else "even"})
+        body["schedule"] = {"type": "cron", "expr": "0 3 * * *", "tz": "Asia/Kolkata"}
+        await api(platform, tenant[1], "POST", "/v1/jobs", body)
+    await sign_in(page, tenant[1])
+    rows = page.get_by_role("table", name="Jobs").locator("tbody tr")
+
+    await expect(rows).to_have_count(20)
+    first_page = set(await rows.evaluate_all("rows => rows.map(r => r.dataset.jobId)"))
+    await page.get_by_role("button", name="Next page").click()
+    await expect(rows).to_have_count(3)
+    second_page = set(await rows.evaluate_all("rows => rows.map(r => r.dataset.jobId)"))
+    await expect(page.get_by_role("button", name="Next page")).to_be_disabled()
+    await page.get_by_role("button", name="Previous page").click()
+    await expect(rows).to_have_count(20)
+    assert set(await rows.evaluate_all("rows => rows.map(r => r.dataset.jobId)")) == first_page
+    assert first_page.isdisjoint(second_page) and len(first_page | second_page) == 23
+
+    await page.get_by_label("Label (key=value)").fill("batch=odd")
+    await page.get_by_role("button", name="Filter").click()
+    await expect(rows).to_have_count(11)
+    await expect(rows.first).to_contain_text("at 03:00 every day, Asia/Kolkata")
