@@ -60,10 +60,14 @@ async def browser(tmp_path_factory: pytest.TempPathFactory, platform: Platform) 
 
 
 @pytest.fixture
-async def tenant(store: CassandraStore) -> tuple[str, str]:
-    """(tenant id, API key) of a fresh tenant."""
+async def tenant(store: CassandraStore, platform: Platform) -> AsyncIterator[tuple[str, str]]:
+    """(tenant id, API key) of a fresh tenant; its jobs are deleted afterwards, so none fires on through the
+    rest of the session's tests."""
     made, key = await create_tenant(store, f"console-{uuid.uuid4().hex[:8]}", datetime.now(UTC))
-    return made.tenant_id, key
+    yield made.tenant_id, key
+    listed = await api(platform, key, "GET", "/v1/jobs?limit=500")
+    for job in listed["items"]:
+        await api(platform, key, "DELETE", f"/v1/jobs/{job['id']}")
 
 
 @pytest.fixture
