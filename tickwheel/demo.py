@@ -93,8 +93,9 @@ async def run_demo(settings: Settings, stack_dir: Path) -> int:
         ok = await _watch(http, api, jobs)
     print("\nlook further:")
     print(f"  {console_url(settings)}   the web console; sign in with the key in {key_file}")
-    print(f"  .venv/bin/tickwheel jobs --api-key $(cat {key_file})")
-    print(f"  .venv/bin/tickwheel runs JOB_ID --api-key $(cat {key_file})")
+    print(f"  export TICKWHEEL_API_URL={api} TICKWHEEL_API_KEY=$(cat {key_file})")
+    print("  .venv/bin/tickwheel jobs list                                     # the demo's jobs")
+    print("  .venv/bin/tickwheel runs list JOB_ID                              # a job's runs")
     print(f"  curl -s {sink}/_sink/calls | python3 -m json.tool | less      # what the sink received")
     print("  .venv/bin/tickwheel down [--all]                                  # stop")
     return 0 if ok else 1
