@@ -251,6 +251,7 @@ async def test_every_sweeper_pass_is_counted_where_the_operator_page_reads_it(
         await Sweeper(dataclasses.replace(settings, cassandra=own), store, producer).sweep(datetime.now(UTC))
         after, repairs = await operator.sweeper_counts(store)
     finally:
+        await store.execute_raw(f"DROP KEYSPACE IF EXISTS {own.keyspace}")  # every keyspace costs the server heap
         await store.close()
 
     assert after == before + 2 and repairs == {}
