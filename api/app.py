@@ -12,7 +12,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
-from . import backfill, dead_letters, jobs, meta, named, runs, schedules
+from . import backfill, console, dead_letters, jobs, meta, named, operator, runs, schedules, upcoming
 from .auth import authenticate
 from .context import API, Api, utc_now
 from .problems import problems
@@ -27,6 +27,8 @@ ROUTE_TABLES = (
     jobs.routes,
     runs.routes,
     dead_letters.routes,
+    upcoming.routes,
+    operator.routes,
 )
 
 
@@ -47,4 +49,5 @@ def make_app(
     app[API] = Api(settings, store, producer, redis, clock)
     for table in ROUTE_TABLES:
         app.add_routes(table)
+    console.install(app)
     return app

@@ -15,7 +15,7 @@ from aiohttp import web
 from schemas.messages import JobDefinition
 from tickwheel import metrics
 from tickwheel.core.ids import shard_of
-from tickwheel.core.schedule import Schedule, preview
+from tickwheel.core.schedule import Schedule
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
@@ -29,7 +29,7 @@ from .context import Api, api_of, tenant_of
 from .cursors import seal, unseal
 from .idempotency import idempotent
 from .planning import next_at, plan_run, resume_at, to_ms
-from .responses import job_document, json_response, list_document, page_limit, path_uuid
+from .responses import job_document, json_response, list_document, page_limit, path_uuid, preview_document
 from .validation import check_definition
 from .wire import decode_body, definition_document, instant, parse_json, to_definition
 
@@ -278,8 +278,4 @@ async def preview_job(request: web.Request) -> web.Response:
     job = await job_for_tenant(request)
     count = page_limit(request, 1000, name="count", default=10)
     doc = job.definition.schedule
-    fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz, with_excluded=True)
-    items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst, "expr": f.expr} for f in fires]
-    excluded = [{**item, "reason": f.excluded} for item, f in zip(items, fires, strict=True) if f.excluded]
-    return json_response({"fires": [item for item, f in zip(items, fires, strict=True) if not f.excluded],
-                          "excluded": excluded})  # fmt: skip
+    return json_response(preview_document(schedule_of(job.definition), api.clock(), count, doc.tz))

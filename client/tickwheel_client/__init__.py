@@ -32,6 +32,7 @@ from .models import (
     DstFlag,
     DstGap,
     DstRepeat,
+    DueCounts,
     Exclude,
     ExcludedFire,
     Fire,
@@ -64,9 +65,9 @@ __version__ = VERSION
 __all__ = [
     "ApiError", "AsyncClient", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BulkRedrive", "Calendar",
     "CatchUp", "Client", "Config", "ConfigError", "Conflict", "ConnectionFailed", "DeadLetter", "DstFlag", "DstGap",
-    "DstRepeat", "Exclude", "ExcludedFire", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobPatch",
-    "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound", "Overlap", "PayloadTooLarge", "PreconditionFailed",
-    "PreconditionRequired", "Priority", "RateLimited", "Redriven", "RequestedRun", "Retries", "RetryPolicy", "Run",
-    "RunOrigin", "RunStatus", "RunSummary", "Schedule", "ScheduleType", "ServerError", "TickwheelClientError",
-    "Unauthorized", "Unavailable", "UnexpectedAnswer",
+    "DstRepeat", "DueCounts", "Exclude", "ExcludedFire", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job",
+    "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound", "Overlap", "PayloadTooLarge",
+    "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited", "Redriven", "RequestedRun", "Retries",
+    "RetryPolicy", "Run", "RunOrigin", "RunStatus", "RunSummary", "Schedule", "ScheduleType", "ServerError",
+    "TickwheelClientError", "Unauthorized", "Unavailable", "UnexpectedAnswer",
 ]  # fmt: skip
