@@ -16,6 +16,7 @@ from schemas.messages import JobDefinition
 from tickwheel import metrics
 from tickwheel.core.ids import shard_of
 from tickwheel.core.schedule import Schedule, preview
+from tickwheel.core.targets import default_topic_prefix
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
@@ -44,7 +45,12 @@ def parse_definition(api: Api, request: web.Request, document: Any, now: datetim
         raise InvalidInput("the body must be a JSON object")
     definition = to_definition(decode_body(document), api.settings.api.max_payload_bytes)
     definition = _anchored(definition, now)
-    schedule = check_definition(definition, min_interval_s=quotas.min_interval_s(api, tenant_of(request)))
+    tenant = tenant_of(request)
+    schedule = check_definition(
+        definition,
+        min_interval_s=quotas.min_interval_s(api, tenant),
+        kafka_topic_prefix=tenant.kafka_topic_prefix or default_topic_prefix(tenant.tenant_id),
+    )
     return definition, schedule
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from yarl import URL
 
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
+from tickwheel.core.targets import default_topic_prefix
 from tickwheel.settings import WorkerSettings
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun
@@ -90,7 +91,7 @@ class TenantCache:
         tenant = Tenant(
             tenant_id=tenant_id,
             signing_secrets=tuple(row.get("signing_secrets") or ()),
-            kafka_topic_prefix=row.get("kafka_topic_prefix") or f"{tenant_id}.",
+            kafka_topic_prefix=row.get("kafka_topic_prefix") or default_topic_prefix(tenant_id),
             concurrency=row.get("concurrency"),
         )
         return tenant
