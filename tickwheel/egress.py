@@ -70,6 +70,13 @@ def literal_address(host: str) -> Address | None:
         return numeric_ipv4(host)
 
 
+def canonical_host(host: str) -> str:
+    """The one spelling of a host that keys limits: `EXAMPLE.com.` and `example.com` are `example.com`, and an
+    address in any spelling (`[::FFFF:8.8.8.8]`, `134744072`) is its compressed form."""
+    address = literal_address(host)
+    return str(address) if address is not None else host.strip().rstrip(".").lower()
+
+
 @dataclass(frozen=True, slots=True)
 class EgressPolicy:
     """The refusal rules plus the operator allowlist (CIDRs that are admitted whatever they are)."""

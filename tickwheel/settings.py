@@ -111,6 +111,7 @@ class WorkerSettings:
     defer_s: float = 2.0
     breaker_window_s: float = 60.0
     breaker_min_calls: int = 20
+    breaker_min_tenants: int = 2  # tenants whose own breaker must be open before a host is closed to everyone
     breaker_open_s: float = 30.0
     shutdown_grace_s: float = 20.0
     commit_interval_s: float = 1.0

@@ -101,7 +101,7 @@ class RunHandler:
                 result, ctx.definition, retry_policy_of(ctx.definition), due.attempt + 1, ctx.scheduled_at,
                 self.clock(), self.rand(),
             )  # fmt: skip
-            failed = breaker_failure(result, verdict.outcome)
+            failed = breaker_failure(result, verdict.outcome, ctx.definition)
         finally:
             if self.limits is not None and isinstance(permit, Permit):
                 await asyncio.shield(self.limits.release(permit, failed, _ms(self.clock())))

@@ -2,7 +2,7 @@
 
 A call never raises for what the target did: it returns a `CallResult` the outcome logic classifies. Error codes
 in PERMANENT_ERRORS of tickwheel.core.retry (egress_denied, invalid_target, tls_certificate) make the run dead
-at once; every other error (timeout, connection_error, kafka_unavailable) is retried.
+at once; every other error (timeout, connection_error, dns_failure, kafka_unavailable) is retried.
 """
 
 from __future__ import annotations
@@ -89,6 +89,8 @@ class HttpCaller:
             return CallResult(started, time.time(), error="timeout", detail=f"no answer within {target.timeout_s:g} s")
         except aiohttp.ClientConnectorCertificateError as exc:
             return CallResult(started, time.time(), error="tls_certificate", detail=str(exc))
+        except aiohttp.ClientConnectorDNSError as exc:  # the name did not resolve: the host was never reached
+            return CallResult(started, time.time(), error="dns_failure", detail=_describe(exc))
         except (aiohttp.ClientError, OSError) as exc:
             return CallResult(started, time.time(), error="connection_error", detail=_describe(exc))
 

@@ -52,7 +52,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     for run in failing:
         await scene.wait_status(run.run_id, "DEAD")
     limits = FlowLimits(scene.settings.worker, RedisClient(scene.settings.redis, prefix=f"{scene.tenant}:"))
-    assert await limits.breaker_open_until_ms("127.0.0.1") is not None
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
     held = await scene.job(HttpTarget(url=scene.sink.url("/up")))
     deferred = await eventually(
         lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r["kind"] == "deferred" for r in rows)
@@ -61,7 +61,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     assert deferred[0]["attempt"] == 0  # no attempt spent
     row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
     assert row["attempt"] == 1
-    assert await limits.breaker_open_until_ms("127.0.0.1") is None
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is None
     assert len(scene.sink.calls_to("/up")) == 1
     await limits.redis.close()
 
