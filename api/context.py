@@ -30,6 +30,8 @@ class Api:
     near: NearAnnouncer = field(init=False)
     # key hash -> (tenant, trusted until monotonic s); a revoked key is refused within settings.api.auth_cache_s
     key_cache: dict[str, tuple[Tenant, float]] = field(default_factory=dict)
+    # key hash -> refused until (monotonic s): a wrong key sent again costs no database read
+    failed_keys: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "near", NearAnnouncer(self.settings, self.producer))

@@ -74,7 +74,9 @@ class ApiSettings:
     min_interval_s: int = 60
     idempotency_ttl_s: int = 86_400
     page_size_max: int = 500
-    auth_cache_s: float = 5.0  # how long a checked API key is trusted in-process (revocation delay)
+    auth_cache_s: float = 5.0  # how long a checked API key is trusted in-process (revocations are checked in Redis)
+    auth_negative_cache_s: float = 2.0  # how long a refused API key is refused without a database read
+    auth_failures_per_min: int = 60  # failed authentications per client address, and per key prefix, before 429
 
 
 @dataclass(frozen=True, slots=True)
