@@ -32,17 +32,23 @@ async def redis_call(call: Callable[[], Awaitable[T]]) -> T:
 
 
 async def check_rate(
-    api: Api, tenant: Tenant, *, revoked_mark: str | None = None, on_revoked: Callable[[], None] | None = None
+    api: Api,
+    tenant: Tenant,
+    *,
+    units: int = 1,
+    revoked_mark: str | None = None,
+    on_revoked: Callable[[], None] | None = None,
 ) -> None:
-    """429 with Retry-After when the tenant sent more than its requests per second in this second. With
-    `revoked_mark`, the same round trip asks whether the caller's key was revoked (401, `on_revoked` first)."""
+    """429 with Retry-After when the tenant spent more than its requests per second in this second; a request
+    costs `units` (an expensive read is charged as several requests). With `revoked_mark`, the same round trip
+    asks whether the caller's key was revoked (401, `on_revoked` first)."""
     limit = tenant.requests_per_s or api.settings.api.requests_per_s
     now = api.clock()
     key = api.redis.key("rate", tenant.tenant_id, str(int(now.timestamp())))
 
     async def count() -> Any:
         async with api.redis.redis.pipeline(transaction=False) as pipe:
-            pipe.incr(key)
+            pipe.incrby(key, units)
             pipe.expire(key, 2)
             if revoked_mark is not None:
                 pipe.exists(revoked_mark)
