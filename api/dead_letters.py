@@ -17,7 +17,6 @@ from tickwheel.store.jobs import JobState, get_job
 from tickwheel.store.runs import new_run_of
 
 from .context import Api, api_of, tenant_of
-from .cursors import seal, unseal
 from .idempotency import idempotent
 from .responses import json_response, list_document, page_limit, parse_uuid, path_uuid, query_instant
 from .wire import instant, parse_json
@@ -55,11 +54,11 @@ async def list_letters(request: web.Request) -> web.Response:
         api.store,
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, query.get("cursor")),
         **filters,  # type: ignore[arg-type]
     )
     items = [letter_document(r) for r in rows]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 async def _redrive(api: Api, letter: Row, now: datetime) -> bool:

@@ -27,7 +27,6 @@ from tickwheel.store.runs import NewRun, to_utc
 
 from . import quotas
 from .context import Api, api_of, tenant_of
-from .cursors import seal, unseal
 from .idempotency import idempotent
 from .planning import next_at, plan_run, resume_at, to_ms
 from .responses import job_document, json_response, list_document, page_limit, path_uuid
@@ -123,13 +122,13 @@ async def list_jobs(request: web.Request) -> web.Response:
         api.store,
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, request.query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),
         state=state,
         label=label,
     )
     found = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
     items = [job_document(job) for job in found if job is not None and job.state is not JobState.DELETED]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 @routes.get("/v1/jobs/{job_id}")

@@ -76,6 +76,8 @@ class ApiSettings:
     page_size_max: int = 500
     auth_cache_s: float = 5.0  # how long a checked API key is trusted in-process (revocations are checked in Redis)
     auth_negative_cache_s: float = 2.0  # how long a refused API key is refused without a database read
+    # HMAC secrets for list cursors, newest first (rotate: prepend, drop the last later); empty: random per process
+    cursor_secrets: tuple[str, ...] = ()
     auth_failures_per_min: int = 60  # failed authentications per client address, and per key prefix, before 429
 
 

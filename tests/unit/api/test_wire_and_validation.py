@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from api.cursors import seal, unseal
+from api.cursors import CursorSealer
 from api.validation import check_definition, check_url
 from api.wire import MAX_JSON_DEPTH, camel_field, decode_body, definition_document, field_of, parse_json, to_definition
 from schemas.messages import HttpTarget, JobDefinition, ScheduleDoc
@@ -60,14 +60,44 @@ def test_the_payload_limit_is_413_and_both_payload_forms_are_422():
 
 
 def test_a_cursor_opens_only_for_its_tenant_and_query():
-    cursor = seal(TENANT, "jobs|None|None", "c3RhdGU=")
-    assert cursor is not None and unseal(TENANT, "jobs|None|None", cursor) == "c3RhdGU="
-    for tenant, scope in [(Tenant("t2", "two", None, ("secret-b",)), "jobs|None|None"), (TENANT, "jobs|ACTIVE|None")]:
+    sealer = CursorSealer.from_secrets(("platform-secret",))
+    cursor = sealer.seal("t1", "jobs|None|None", "c3RhdGU=")
+    assert cursor is not None and sealer.unseal("t1", "jobs|None|None", cursor) == "c3RhdGU="
+    for tenant_id, scope in [("t2", "jobs|None|None"), ("t1", "jobs|ACTIVE|None")]:
         with pytest.raises(InvalidInput):
-            unseal(tenant, scope, cursor)
+            sealer.unseal(tenant_id, scope, cursor)
     with pytest.raises(InvalidInput):
-        unseal(TENANT, "jobs|None|None", "!!not base64!!")
-    assert seal(TENANT, "x", None) is None and unseal(TENANT, "x", None) is None
+        sealer.unseal("t1", "jobs|None|None", "!!not base64!!")
+    assert sealer.seal("t1", "x", None) is None and sealer.unseal("t1", "x", None) is None
+
+
+def test_cursors_are_keyed_by_the_platform_secret_not_by_anything_a_tenant_holds():
+    import base64
+    import hashlib
+    import hmac
+
+    # the old scheme: HMAC keyed by sha256("cursor:" + the tenant's oldest webhook signing secret)
+    webhook_secret = "whsec_known-to-every-receiver"
+    key = hashlib.sha256(b"cursor:" + webhook_secret.encode()).digest()
+    state = b"forged-paging-state"
+    forged = base64.urlsafe_b64encode(hmac.new(key, b"jobs\0" + state, hashlib.sha256).digest()[:12] + state)
+    with pytest.raises(InvalidInput):
+        CursorSealer.from_secrets(("platform-secret",)).unseal("t1", "jobs", forged.decode().rstrip("="))
+
+
+def test_a_rotated_cursor_secret_still_opens_cursors_sealed_with_the_previous_one():
+    old = CursorSealer.from_secrets(("secret-1",))
+    rotated = CursorSealer.from_secrets(("secret-2", "secret-1"))
+    cursor = old.seal("t1", "jobs", "state")
+    assert rotated.unseal("t1", "jobs", cursor) == "state"
+    fresh = rotated.seal("t1", "jobs", "state")
+    assert fresh != cursor and CursorSealer.from_secrets(("secret-2",)).unseal("t1", "jobs", fresh) == "state"
+    with pytest.raises(InvalidInput):
+        CursorSealer.from_secrets(("secret-2",)).unseal("t1", "jobs", cursor)  # the old secret was dropped
+
+
+def test_without_configured_secrets_each_process_draws_its_own():
+    assert CursorSealer.from_secrets(()).keys != CursorSealer.from_secrets(()).keys
 
 
 @pytest.mark.parametrize(
