@@ -271,6 +271,8 @@ async def preview_job(request: web.Request) -> web.Response:
     count = page_limit(request, MAX_PREVIEW, name="count", default=10)
     await quotas.check_rate(api, tenant_of(request), units=math.ceil(count / PREVIEW_FIRES_PER_UNIT))
     job = await job_for_tenant(request)
+    if job.state is JobState.DELETED:  # a deleted job fires no more: nothing to preview
+        raise NotFound(f"job {job.job_id} is deleted")
     doc = job.definition.schedule
     fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz)
     items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst} for f in fires]

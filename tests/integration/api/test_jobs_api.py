@@ -177,6 +177,7 @@ async def test_delete_is_soft_and_cancels_the_unstarted_run(alice: Caller, store
     assert (await (await alice.call("GET", "/v1/jobs")).json())["items"] == []
     assert (await alice.call("DELETE", path)).status == 204
     assert (await alice.call("PATCH", path, json={"state": "ACTIVE"}, headers={"If-Match": '"2"'})).status == 409
+    assert (await alice.call("GET", f"{path}/preview")).status == 404  # found by schemathesis' use_after_free
 
 
 async def test_the_same_idempotency_key_replays_and_another_body_is_422(alice: Caller):
