@@ -23,7 +23,7 @@ down: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy tickwheel/core
+	$(BIN)/mypy tickwheel api dispatcher worker coordinator schemas tests
 
 # Everything: lint, then unit, integration and end-to-end tests against the real local servers.
 test: install lint
