@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.typedefs import Handler
 
-import api.auth
 from api.app import make_app
 from api.auth import key_id_of, revoke_everywhere
 from tests.integration.api.conftest import api_settings
@@ -32,7 +32,7 @@ def key_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         reads.append(key)
         return await original(store, key)
 
-    monkeypatch.setattr(api.auth.tenants, "authenticate", counting)
+    monkeypatch.setattr(tenants, "authenticate", counting)  # the module api.auth reads it from
     return reads
 
 
@@ -44,7 +44,7 @@ async def make_api(settings: Settings, store: CassandraStore, producer: KafkaPro
     clients: list[TestClient] = []
 
     @web.middleware
-    async def client_address(request: web.Request, handler: Any) -> web.StreamResponse:
+    async def client_address(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request.clone(remote=request.headers.get("X-Test-Client", "127.0.0.1")))
 
     async def make(**overrides: Any) -> TestClient:
@@ -130,4 +130,5 @@ async def test_a_revoked_key_stops_working_at_once_on_every_api_process(
 def _redis_of(client: TestClient) -> RedisClient:
     from api.context import API
 
+    assert isinstance(client.server, TestServer) and client.server.app is not None
     return client.server.app[API].redis

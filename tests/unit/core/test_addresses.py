@@ -56,6 +56,7 @@ def test_the_most_specific_block_names_the_reason():
 
 def test_the_table_is_never_more_permissive_than_is_global():
     rng = random.Random(12)
+    samples: list[ipaddress.IPv4Address | ipaddress.IPv6Address]
     samples = [ipaddress.IPv4Address(rng.getrandbits(32)) for _ in range(20_000)]
     samples += [ipaddress.IPv6Address(rng.getrandbits(128)) for _ in range(5_000)]
     for block in IPV4_SPECIAL + IPV6_SPECIAL:
