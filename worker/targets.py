@@ -130,9 +130,10 @@ class KafkaCaller:
 
 
 def _header_refusal(target: HttpTarget) -> tuple[str, str] | None:
-    """A header the API refuses today, in a job stored before the rule existed: dead at once, not a crash."""
+    """A connection-level header or a bad value the API refuses today, in a job stored before the rule existed:
+    dead at once, not a crash (the platform's own names are overridden by `call_headers` instead)."""
     for name, value in target.headers.items():
-        refusal = header_refusal(name, value)
+        refusal = header_refusal(name, value, platform_too=False)
         if refusal is not None:
             return "invalid_target", refusal
     return None

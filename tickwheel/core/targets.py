@@ -17,27 +17,30 @@ HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
 HEADER_VALUE = re.compile(r"^[\t\x20-\x7e]*$")
 MAX_HEADER_VALUE = 8192
 
-FORBIDDEN_HEADERS = frozenset(
+CONNECTION_HEADERS = frozenset(
     {
         # hop-by-hop (RFC 9110 7.6.1) and framing
         "connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "content-length", "host",
         "expect", "proxy-connection",
-        # the platform's own
-        "idempotency-key", "traceparent", "tracestate",
     }
 )  # fmt: skip
-FORBIDDEN_HEADER_PREFIXES = ("proxy-", "webhook-", "x-tickwheel-")
+PLATFORM_HEADERS = frozenset({"idempotency-key", "traceparent", "tracestate"})
+PLATFORM_HEADER_PREFIXES = ("webhook-", "x-tickwheel-")
+
 
 PLATFORM_TOPIC_PREFIX = "tickwheel."
 
 
-def header_refusal(name: str, value: str) -> str | None:
-    """Why a tenant may not send header `name: value`, or None when it may."""
+def header_refusal(name: str, value: str, *, platform_too: bool = True) -> str | None:
+    """Why a tenant may not send header `name: value`, or None when it may. `platform_too=False` leaves out
+    the platform's own names, which the worker overrides anyway (for jobs stored before the API refused them)."""
     if not HEADER_NAME.match(name):
         return f"header name {name!r} is not a valid HTTP token"
     lowered = name.lower()
-    if lowered in FORBIDDEN_HEADERS or lowered.startswith(FORBIDDEN_HEADER_PREFIXES):
-        return f"header {name!r} is set by the platform or controls the connection; it may not be set by a job"
+    if lowered in CONNECTION_HEADERS or lowered.startswith("proxy-"):
+        return f"header {name!r} controls the connection or the request framing; it may not be set by a job"
+    if platform_too and (lowered in PLATFORM_HEADERS or lowered.startswith(PLATFORM_HEADER_PREFIXES)):
+        return f"header {name!r} is set by the platform; it may not be set by a job"
     if len(value) > MAX_HEADER_VALUE:
         return f"header {name!r} is longer than {MAX_HEADER_VALUE} characters"
     if not HEADER_VALUE.match(value):
