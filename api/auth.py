@@ -99,7 +99,7 @@ def _remember(failed: dict[str, float], key_hash: str, until: float) -> None:
 
 
 def _failure_keys(api: Api, key: str, client: str) -> tuple[str, str]:
-    window = str(int(time.time()) // FAILURE_WINDOW_S)
+    window = str(int(api.clock().timestamp()) // FAILURE_WINDOW_S)
     return (
         api.redis.key("auth-fail", "client", client, window),
         api.redis.key("auth-fail", "prefix", key[:KEY_PREFIX_CHARS], window),
@@ -110,7 +110,7 @@ async def _refuse_if_throttled(api: Api, key: str, client: str) -> None:
     counts = await redis_call(lambda: api.redis.redis.mget(_failure_keys(api, key, client)))
     limit = api.settings.api.auth_failures_per_min
     if any(int(count or 0) >= limit for count in counts):
-        wait_s = FAILURE_WINDOW_S - time.time() % FAILURE_WINDOW_S
+        wait_s = FAILURE_WINDOW_S - api.clock().timestamp() % FAILURE_WINDOW_S
         raise QuotaExceeded(
             f"more than {limit} failed authentications a minute from this client or for this key prefix",
             retry_after_s=math.ceil(wait_s),
