@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 
 routes = web.RouteTableDef()
 MAX_PREVIEW = 100
-# 100 fires cost 3-30 ms of search (2-core box, load 10+): at 2 fires per request unit, the default 200
-# requests/s let one tenant take at most 4 full previews a second (~120 ms of event loop), not 200.
+# 100 fires cost 2-7 ms of search (benchmarks/preview_bench.py): at 2 fires per request unit, the default 200
+# requests/s let one tenant take at most 4 full previews a second (~25 ms of event loop), not 200.
 PREVIEW_FIRES_PER_UNIT = 2
 PATCH_STATES = {"PAUSED": JobState.PAUSED, "ACTIVE": JobState.ACTIVE}
 
