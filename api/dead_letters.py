@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from tickwheel.core.instants import parse_instant
+from tickwheel.egress import canonical_host
 from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store import dead_letters as letters
 from tickwheel.store.buckets import due_run_for
@@ -45,7 +46,7 @@ async def list_letters(request: web.Request) -> web.Response:
     job_id = parse_uuid(query["job_id"], "job_id") if "job_id" in query else None
     filters = {
         "job_id": job_id,
-        "target_host": query.get("target_host"),
+        "target_host": _host(query.get("target_host")),
         "since": query_instant(request, "since"),
         "until": query_instant(request, "until"),
     }
@@ -130,7 +131,7 @@ async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
         tenant.tenant_id,
         limit=document.get("limit", BULK_MAX),
         job_id=parse_uuid(document["jobId"], "jobId") if "jobId" in document else None,
-        target_host=document.get("targetHost"),
+        target_host=_host(document.get("targetHost")),
         since=parse_instant(document["since"], field="since") if "since" in document else None,
         until=parse_instant(document["until"], field="until") if "until" in document else None,
     )
@@ -140,3 +141,8 @@ async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
         return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r["run_id"]) for r in pending]})
     redriven = [str(r["run_id"]) for r in pending if await _redrive_or_skip(api, r, now)]
     return json_response({"dry_run": False, "matched": len(pending), "redriven": len(redriven), "run_ids": redriven})
+
+
+def _host(text: str | None) -> str | None:
+    """A target host filter in the spelling dead letters are stored with (`EXAMPLE.com.` finds `example.com`)."""
+    return None if text is None else canonical_host(text)

@@ -13,6 +13,7 @@ from yarl import URL
 
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
 from tickwheel.core.targets import default_topic_prefix
+from tickwheel.egress import canonical_host
 from tickwheel.settings import WorkerSettings
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun
@@ -47,11 +48,12 @@ class RunContext:
         return self.run.scheduled_at
 
     def target_host(self) -> str:
-        """The flow-control key of the target: the URL's host, or the Kafka topic."""
+        """The flow-control and dead-letter key of the target: the URL's host in its one spelling
+        (`canonical_host`), or the Kafka topic."""
         target = self.definition.target
         if isinstance(target, KafkaTarget):
             return f"kafka:{target.topic}"
-        return URL(target.url).host or "-"
+        return canonical_host(URL(target.url).host or "-")
 
     def call_timeout_s(self, settings: WorkerSettings) -> float:
         target = self.definition.target
