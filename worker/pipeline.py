@@ -24,7 +24,7 @@ from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.retry import Outcome, RetryDecision, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
-from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit
+from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
 from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
 from tickwheel.store import runs
@@ -134,8 +134,8 @@ class RunHandler:
         own = target if isinstance(target, HttpTarget) else None
         caps = Caps(
             tenant_concurrency=ctx.tenant.concurrency or w.tenant_concurrency,
-            target_concurrency=min(w.target_concurrency, (own and own.max_concurrency) or w.target_concurrency),
-            target_rate_per_s=min(w.target_rate_per_s, (own and own.rate_per_s) or w.target_rate_per_s),
+            target_concurrency=int(tightened(w.target_concurrency, own.max_concurrency if own else None)),
+            target_rate_per_s=tightened(w.target_rate_per_s, own.rate_per_s if own else None),
             hold_s=ctx.lease_s(w),
         )
         granted = await self.limits.acquire(ctx.run.tenant_id, ctx.target_host(), caps, _ms(self.clock()))

@@ -158,6 +158,12 @@ class Caps:
     hold_s: float  # how long a slot is held at most: the run's lease
 
 
+def tightened(default: float, own: float | None) -> float:
+    """A job's own limit where it is stricter than the worker's default; unset, zero or negative (a job
+    stored before the API refused those) leaves the default, so no job can make its runs wait forever."""
+    return min(default, own) if own is not None and own > 0 else default
+
+
 class FlowLimits:
     """The flow checks of one worker process on the shared Redis."""
 

@@ -212,3 +212,15 @@ async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: 
     assert letters == [{"run_id": run.run_id}]
     assert scene.sink.calls_to("/held") == []
     await limits.redis.close()
+
+
+async def test_a_stored_job_with_negative_limits_runs_under_the_defaults_instead_of_waiting_forever(
+    scene: Scene,
+) -> None:
+    await scene.worker()
+    target = HttpTarget(url=scene.sink.url("/negative"), max_concurrency=-1, rate_per_s=-1.0)
+    run = await scene.job(target)  # written straight to the store, as a job from before the API refused it
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
+    assert row["attempt"] == 1
+    attempts = await runs.get_attempts(scene.store, run.run_id)
+    assert [a["kind"] for a in attempts if a["kind"] == "deferred"] == []

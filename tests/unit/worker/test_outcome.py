@@ -110,3 +110,13 @@ async def test_a_name_that_does_not_resolve_is_a_dns_failure_not_a_fault_of_a_re
         await caller.close()
     assert result.error == "dns_failure"
     assert breaker_failure(result, Outcome.RETRY, definition()) is None
+
+
+def test_a_non_positive_job_limit_stored_before_the_api_refused_it_leaves_the_default() -> None:
+    from tickwheel.flow.limits import tightened
+
+    assert tightened(100, None) == 100
+    assert tightened(100, 5) == 5
+    assert tightened(100, 500) == 100
+    assert tightened(100, -1) == 100
+    assert tightened(100.0, 0.0) == 100.0
