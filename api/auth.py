@@ -29,11 +29,13 @@ FAILURE_WINDOW_S = 60
 KEY_PREFIX_CHARS = 10  # "tw_" + 7 characters: throttles guessing around one key without naming it
 REVOKED_MARK_TTL_S = 86_400  # far longer than any key cache
 CACHE_MAX = 10_000
+# The console's static files hold no data; operator routes check the operator key themselves (api.operator).
+NO_TENANT_PREFIXES = ("/console", "/v1/operator/")
 
 
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path in PUBLIC_PATHS:
+    if request.path in PUBLIC_PATHS or request.path.startswith(NO_TENANT_PREFIXES):
         return await handler(request)
     api = api_of(request)
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")

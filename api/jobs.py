@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import math
 import uuid
 from datetime import datetime
 from typing import Any
@@ -36,10 +35,6 @@ from .wire import decode_body, definition_document, instant, parse_json, to_defi
 log = logging.getLogger(__name__)
 
 routes = web.RouteTableDef()
-MAX_PREVIEW = 100
-# 100 fires cost 2-7 ms of search (benchmarks/preview_bench.py): at 2 fires per request unit, the default 200
-# requests/s let one tenant take at most 4 full previews a second (~25 ms of event loop), not 200.
-PREVIEW_FIRES_PER_UNIT = 2
 PATCH_STATES = {"PAUSED": JobState.PAUSED, "ACTIVE": JobState.ACTIVE}
 
 
@@ -268,11 +263,11 @@ async def _delete(request: web.Request) -> web.Response:
 
 @routes.get("/v1/jobs/{job_id}/preview")
 async def preview_job(request: web.Request) -> web.Response:
-    """The next fires; at most MAX_PREVIEW, each PREVIEW_FIRES_PER_UNIT fires charged as one more request
-    against the tenant's rate, so the rate limit bounds the event-loop time one tenant can take."""
+    """The next fires (at most quotas.MAX_PREVIEW), charged against the tenant's rate by their number, so the
+    rate limit bounds the event-loop time one tenant can take."""
     api = api_of(request)
-    count = page_limit(request, MAX_PREVIEW, name="count", default=10)
-    await quotas.check_rate(api, tenant_of(request), units=math.ceil(count / PREVIEW_FIRES_PER_UNIT))
+    count = page_limit(request, quotas.MAX_PREVIEW, name="count", default=10)
+    await quotas.charge_preview(api, tenant_of(request), count)
     job = await job_for_tenant(request)
     if job.state is JobState.DELETED:  # a deleted job fires no more: nothing to preview
         raise NotFound(f"job {job.job_id} is deleted")

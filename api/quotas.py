@@ -6,6 +6,7 @@ crashed request, which a quota tolerates (the count is re-seeded when the key is
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -64,6 +65,17 @@ async def check_rate(
         raise QuotaExceeded(
             f"more than {limit} requests per second; slow down", retry_after_s=1.0 - now.microsecond / 1e6
         )
+
+
+MAX_PREVIEW = 100
+# 100 fires cost 2-7 ms of search (benchmarks/preview_bench.py): at 2 fires per request unit, the default 200
+# requests/s let one tenant take at most 4 full previews a second (~25 ms of event loop), not 200.
+PREVIEW_FIRES_PER_UNIT = 2
+
+
+async def charge_preview(api: Api, tenant: Tenant, count: int) -> None:
+    """Charge a preview of `count` fires against the tenant's rate (429 when it does not fit this second)."""
+    await check_rate(api, tenant, units=math.ceil(count / PREVIEW_FIRES_PER_UNIT))
 
 
 async def take_job_slot(api: Api, tenant: Tenant) -> None:

@@ -81,6 +81,8 @@ class ApiSettings:
     # HMAC secrets for list cursors, newest first (rotate: prepend, drop the last later); empty: random per process
     cursor_secrets: tuple[str, ...] = ()
     auth_failures_per_min: int = 60  # failed authentications per client address, and per key prefix, before 429
+    # sha256 (hex) of the operator key that opens /v1/operator/*; empty: the operator endpoints answer 403
+    operator_key_sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)
