@@ -48,6 +48,8 @@ async def _put(request: web.Request, body: bytes) -> web.Response:
     if not NAME.match(name):
         raise InvalidInput("a job name is 1 to 200 of A-Z a-z 0-9 . _ ~ - (starting with a letter or digit)",
                            field="name")  # fmt: skip
+    if request.headers.get("If-None-Match", "*").strip() != "*":
+        raise InvalidInput("If-None-Match may only be * (create only)", field="If-None-Match")
     document = parse_json(body)
     claimed = await names.claim_of(api.store, tenant.tenant_id, name)
     current = None if claimed is None else await job_store.get_job(api.store, claimed.job_id)
