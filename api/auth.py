@@ -11,7 +11,7 @@ from tickwheel.errors import Unauthorized
 from tickwheel.store import tenants
 from tickwheel.store.tenants import Tenant
 
-from .context import TENANT, Api, api_of
+from .context import KEY_ID, TENANT, Api, api_of
 from .quotas import check_rate
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
@@ -29,6 +29,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     if tenant is None:
         raise Unauthorized("the API key is unknown or revoked")
     request[TENANT] = tenant
+    request[KEY_ID] = tenants.key_id_of(tenants.hash_key(key.strip()))
     await check_rate(api, tenant)
     return await handler(request)
 

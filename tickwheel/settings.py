@@ -128,6 +128,28 @@ class CoordinatorSettings:
 
 
 @dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """How long data is kept after it stops being needed; a tenant's `retention_days` overrides all of them."""
+
+    runs_days: int = 30  # finished runs, their attempts and history rows
+    dead_letters_days: int = 30
+    audit_days: int = 90  # the job change log
+    max_days: int = 3650  # the longest a tenant may be given
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """Run-event notifications sent by workers (worker/notify.py): their queue, retries and timeout."""
+
+    queue_size: int = 10_000  # events waiting per worker; beyond it new events are dropped (counted)
+    concurrency: int = 16
+    tries: int = 5
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    timeout_s: float = 10.0
+
+
+@dataclass(frozen=True, slots=True)
 class Settings:
     cassandra: CassandraSettings = field(default_factory=CassandraSettings)
     kafka: KafkaSettings = field(default_factory=KafkaSettings)
@@ -137,6 +159,8 @@ class Settings:
     dispatcher: DispatcherSettings = field(default_factory=DispatcherSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     coordinator: CoordinatorSettings = field(default_factory=CoordinatorSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
     shards: int = 1024
     log_level: str = "INFO"
 
