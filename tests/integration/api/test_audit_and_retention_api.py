@@ -20,7 +20,8 @@ from tickwheel.store.tenants import TenantChange, change_tenant, hash_key, key_i
 async def history_of(caller: Caller, job_id: str, query: str = "") -> dict:
     answer = await caller.call("GET", f"/v1/jobs/{job_id}/history{query}")
     assert answer.status == 200, await answer.text()
-    return await answer.json()
+    document: dict = await answer.json()
+    return document
 
 
 async def test_every_change_is_recorded_newest_first_with_version_key_and_diff(alice: Caller) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from typing import Any
 
 from schemas.messages import HttpTarget, NotifyDoc, RetryDoc, decode_run_event
 from tests.integration.worker.conftest import Scene, eventually
@@ -16,7 +17,7 @@ from tickwheel.store.tenants import TenantChange, change_tenant
 TWO_TRIES = RetryDoc(max_attempts=2, base_delay_s=0.2, max_delay_s=0.5, jitter=0.0)
 
 
-def fast_notifications(scene: Scene, **overrides: object) -> None:
+def fast_notifications(scene: Scene, **overrides: Any) -> None:
     notify = dataclasses.replace(scene.settings.notify, base_delay_s=0.1, max_delay_s=0.2, **overrides)
     scene.settings = dataclasses.replace(scene.settings, notify=notify)
 

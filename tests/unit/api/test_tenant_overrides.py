@@ -21,7 +21,7 @@ def test_the_options_become_one_change() -> None:
     args = parse("--retention-days", "90", "--weight", "5", "--max-jobs", "10", "--notify-events", "dead,recovered")
     change = tenant_change(args, Settings())  # type: ignore[arg-type]
     assert (change.retention_days, change.weight, change.max_jobs) == (90, 5, 10)
-    assert change.notify_events == {"dead", "recovered"} and change.notify_url is None and not change.clear
+    assert change.notify_events == frozenset({"dead", "recovered"}) and change.notify_url is None and not change.clear
 
 
 @pytest.mark.parametrize(
