@@ -92,12 +92,19 @@ async def redrive_one(request: web.Request) -> web.Response:
     return await idempotent(request, b"", lambda: _redrive_one(request))
 
 
-async def _redrive_one(request: web.Request) -> web.Response:
-    api, tenant = api_of(request), tenant_of(request)
+async def letter_for_tenant(request: web.Request, absent: str = "") -> Row:
+    """The caller's live dead letter of the run in the path (404 otherwise, with `absent` as a hint)."""
     run_id = path_uuid(request, "run_id", "dead letter")
-    letter = await letters.get_dead_letter(api.store, tenant.tenant_id, run_id)
+    letter = await letters.get_dead_letter(api_of(request).store, tenant_of(request).tenant_id, run_id)
     if letter is None:
-        raise NotFound(f"no dead letter for run {run_id} (or it was already redriven)")
+        raise NotFound(f"no dead letter for run {run_id}{absent}")
+    return letter
+
+
+async def _redrive_one(request: web.Request) -> web.Response:
+    api = api_of(request)
+    letter = await letter_for_tenant(request, " (or it was already redriven)")
+    run_id = letter["run_id"]
     now = api.clock()
     if not await _redrive(request, letter, now):
         raise NotFound(f"run {run_id} is no longer dead")
@@ -159,12 +166,8 @@ async def purge_one(request: web.Request) -> web.Response:
 
 
 async def _purge_one(request: web.Request) -> web.Response:
-    api, tenant = api_of(request), tenant_of(request)
-    run_id = path_uuid(request, "run_id", "dead letter")
-    letter = await letters.get_dead_letter(api.store, tenant.tenant_id, run_id)
-    if letter is None:
-        raise NotFound(f"no dead letter for run {run_id}")
-    await letters.purge_dead_letter(api.store, letter)
+    letter = await letter_for_tenant(request)
+    await letters.purge_dead_letter(api_of(request).store, letter)
     metrics.dead_letters_purged.labels("one").inc()
     return web.Response(status=204)
 
