@@ -14,7 +14,7 @@ def test_a_small_tenant_is_served_within_one_round_of_a_huge_backlog() -> None:
     for n in range(50):
         queue.push("B", n)
     order = [queue.pop() for _ in range(100)]
-    assert [k for k, _ in order] == ["A", "B"] * 50
+    assert [taken[0] for taken in order if taken] == ["A", "B"] * 50
     assert queue.backlog("B") == 0 and queue.backlog("A") == 20_000 - 50 and len(queue) == 20_000 - 50
 
 
