@@ -131,3 +131,17 @@ async def test_a_redrive_is_recorded_in_the_jobs_history(alice: Caller, store: C
     latest = (await history_of(alice, job["id"]))["items"][0]
     assert latest["action"] == "redrive" and latest["detail"] == {"run_id": str(run.run_id)}
     assert latest["diff"] == [] and latest["version"] == 1
+
+
+async def test_a_jobs_notification_route_is_stored_and_checked_naming_the_field(alice: Caller) -> None:
+    route = {"url": "https://hooks.example/tw", "events": ["failed", "recovered"]}
+    made = await alice.call("POST", "/v1/jobs", json=cron_job(notify=route))
+    assert made.status == 201 and (await made.json())["notify"] == route
+    for notify, field in [
+        ({"events": ["exploded"]}, "notify.events"),
+        ({"url": "ftp://hooks.example"}, "notify.url"),
+        ({"url": "https://hooks.example", "colour": "red"}, "notify.colour"),
+    ]:
+        answer = await alice.call("POST", "/v1/jobs", json=cron_job(notify=notify))
+        problem = await answer.json()
+        assert answer.status == 422 and problem["field"].startswith(field), (notify, problem)
