@@ -41,6 +41,11 @@ dispatchers_live = Gauge("tickwheel_dispatchers_live", "Dispatchers registered i
 sweeper_repairs = Counter(
     "tickwheel_sweeper_repairs_total", "Jobs whose next run the sweeper repaired", ["reason"]
 )
+reconciler_findings = Counter(
+    "tickwheel_reconciler_findings_total",
+    "Promised occurrences the reconciler found without a run, by verdict (repaired, or why it was missed)",
+    ["verdict"],
+)
 forecast_due = Gauge("tickwheel_forecast_due_runs", "Runs due in a coming minute", ["minutes_ahead"])
 
 # worker

@@ -125,6 +125,8 @@ class CoordinatorSettings:
     sweep_grace_s: int = 300
     sweep_page_size: int = 500
     forecast_interval_s: float = 30.0
+    reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
+    reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
 
 
 @dataclass(frozen=True, slots=True)

@@ -82,3 +82,10 @@ async def job_changes(
         for row in rows
     ]
     return changes, next_cursor
+
+
+async def version_started_at(store: CassandraStore, job_id: uuid.UUID, version: int) -> datetime | None:
+    """When the job reached `version` (the change that made it), if the audit log still holds it."""
+    rows = await store.execute("SELECT changed_at, version FROM job_history WHERE job_id = ? LIMIT 200", [job_id])
+    made = [to_utc(row["changed_at"]) for row in rows if row["version"] == version]
+    return min((at for at in made if at is not None), default=None)
