@@ -47,7 +47,8 @@ async def test_missing_fires_are_repaired_within_catch_up_and_the_rest_reported_
     now = datetime.now(UTC)
     job = await every_minute_job(store, dsettings, now, "all")
     grace = timedelta(seconds=dsettings.coordinator.sweep_grace_s)
-    occurrences = [job.next_run_at - MINUTE * k for k in range(1, 40)]  # type: ignore[operator]
+    assert job.next_run_at is not None
+    occurrences = [job.next_run_at - MINUTE * k for k in range(1, 40)]
     in_window = [at for at in occurrences if now - timedelta(minutes=30) < at <= now - grace]
     lost = in_window[:5]  # the five newest
     for at in in_window[5:]:
@@ -81,7 +82,7 @@ async def test_nothing_before_the_current_version_or_after_the_next_run_is_held_
     reconciler = Reconciler(dsettings, store, NearAnnouncer(dsettings, producer))
     after, until = await reconciler.window(job, now)
     assert abs((after - (now - timedelta(minutes=30))).total_seconds()) < 0.01
-    assert until < job.next_run_at  # type: ignore[operator]
+    assert job.next_run_at is not None and until < job.next_run_at
     findings = await reconciler.check(job, now)
     assert findings and {f.verdict for f in findings} == {Verdict.CATCH_UP_NONE}
     assert min(f.at for f in findings) > now - timedelta(minutes=30)
