@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from coordinator.reconciler import Reconciler
 from schemas.messages import HttpTarget, JobDefinition, ScheduleDoc
@@ -22,7 +23,9 @@ from tickwheel.store.jobs import Job, JobState
 MINUTE = timedelta(minutes=1)
 
 
-async def every_minute_job(store: CassandraStore, dsettings: Settings, now: datetime, catch_up: str) -> Job:
+async def every_minute_job(
+    store: CassandraStore, dsettings: Settings, now: datetime, catch_up: Literal["all", "none"]
+) -> Job:
     """A job firing every minute on the minute, at version 2 since 30 minutes ago, pointing at its next run."""
     anchor = (now - timedelta(hours=2)).replace(second=0, microsecond=0)
     schedule = ScheduleDoc(type="interval", every_s=60, anchor_at=anchor.isoformat(), catch_up=catch_up,
