@@ -135,7 +135,7 @@ async def test_runs_heartbeats_and_dead_letters_through_the_async_client(
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 500"), "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
-        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now,
+        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now, ttl_s=86400,
     )  # fmt: skip
     [letter] = [d async for d in tw.list_dead_letters(job_id=job.id, since=now - timedelta(minutes=1))]
     assert (letter.run_id, letter.target_host, letter.redriven_at) == (run.run_id, "example.com", None)
