@@ -376,6 +376,20 @@ class RedriveFilter(Definition, frozen=True, kw_only=True, omit_defaults=True, r
     dry_run: bool = False
     limit: int | None = None
 
+    @classmethod
+    def matching(
+        cls,
+        job_id: uuid.UUID | str | None,
+        target_host: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        dry_run: bool,
+        limit: int | None,
+    ) -> RedriveFilter:
+        """The filter of a bulk call's keyword arguments (a job id given as text is read as a UUID)."""
+        return cls(job_id=uuid.UUID(str(job_id)) if job_id else None, target_host=target_host, since=since,
+                   until=until, dry_run=dry_run, limit=limit)  # fmt: skip
+
 
 class BulkRedrive(Model, frozen=True, kw_only=True):
     dry_run: bool

@@ -186,8 +186,7 @@ class Client:
         idempotency_key: str | None = None,
     ) -> m.BulkRedrive:
         """Redrive the dead letters matching the filter (with dry_run, only say which)."""
-        selection = m.RedriveFilter(job_id=uuid.UUID(str(job_id)) if job_id else None, target_host=target_host,
-                                    since=since, until=until, dry_run=dry_run, limit=limit)  # fmt: skip
+        selection = m.RedriveFilter.matching(job_id, target_host, since, until, dry_run, limit)
         return self._send(ops.redrive_many(selection, idempotency_key))
 
     def list_history(self, job_id: Id, *, page_size: int | None = None) -> Iterator[m.JobChange]:
@@ -210,6 +209,5 @@ class Client:
         idempotency_key: str | None = None,
     ) -> m.BulkPurge:
         """Delete the dead letters matching the filter, redriven or not (with dry_run, only say which)."""
-        selection = m.RedriveFilter(job_id=uuid.UUID(str(job_id)) if job_id else None, target_host=target_host,
-                                    since=since, until=until, dry_run=dry_run, limit=limit)  # fmt: skip
+        selection = m.RedriveFilter.matching(job_id, target_host, since, until, dry_run, limit)
         return self._send(ops.purge_many(selection, idempotency_key))
