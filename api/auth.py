@@ -15,11 +15,13 @@ from .context import KEY_ID, TENANT, Api, api_of
 from .quotas import check_rate
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
+# The console's static files hold no data; operator routes check the operator key themselves (api.operator).
+NO_TENANT_PREFIXES = ("/console", "/v1/operator/")
 
 
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path in PUBLIC_PATHS:
+    if request.path in PUBLIC_PATHS or request.path.startswith(NO_TENANT_PREFIXES):
         return await handler(request)
     api = api_of(request)
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from urllib.parse import urlsplit
 
-from schemas.messages import HttpTarget, JobDefinition, KafkaTarget, RetryDoc
+from schemas.messages import HttpTarget, JobDefinition, KafkaTarget, RetryDoc, ScheduleDoc
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.schedule import Schedule, validate
 from tickwheel.errors import InvalidInput
@@ -51,8 +51,9 @@ def check_definition(definition: JobDefinition, *, min_interval_s: int) -> Sched
     return schedule
 
 
-def check_schedule(definition: JobDefinition, min_interval_s: int) -> Schedule:
-    doc = definition.schedule
+def check_schedule(definition: JobDefinition | ScheduleDoc, min_interval_s: int) -> Schedule:
+    """A definition's schedule (or a schedule document alone, as the console's preview sends it), checked."""
+    doc = definition.schedule if isinstance(definition, JobDefinition) else definition
     _check_range(doc.catch_up_max_count, 0, MAX_CATCH_UP, "schedule.catchUpMaxCount")
     _check_range(doc.catch_up_max_age_s, 0, 366 * 86_400, "schedule.catchUpMaxAgeS")
     try:

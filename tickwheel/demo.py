@@ -15,6 +15,7 @@ from typing import Any
 
 import aiohttp
 
+from tickwheel.platform import console_url
 from tickwheel.settings import Settings
 from tickwheel.stack import process
 from tickwheel.store.cassandra import CassandraStore
@@ -85,11 +86,13 @@ async def run_demo(settings: Settings, stack_dir: Path) -> int:
     key_file = stack_dir / "demo-api-key"
     key_file.write_text(key + "\n")
     print(f"tenant {tenant.name} (id {tenant.tenant_id}); its API key is in {key_file}")
+    print(f"console: {console_url(settings)}  sign in with {key}  (the demo jobs fire there too)")
     api = f"http://127.0.0.1:{settings.api.port}"
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
         jobs = await _create_jobs(http, api, demo_jobs(sink, datetime.now(UTC)))
         ok = await _watch(http, api, jobs)
     print("\nlook further:")
+    print(f"  {console_url(settings)}   the web console; sign in with the key in {key_file}")
     print(f"  export TICKWHEEL_API_URL={api} TICKWHEEL_API_KEY=$(cat {key_file})")
     print("  .venv/bin/tickwheel jobs list                                     # the demo's jobs")
     print("  .venv/bin/tickwheel runs list JOB_ID                              # a job's runs")

@@ -77,6 +77,8 @@ class ApiSettings:
     idempotency_ttl_s: int = 86_400
     page_size_max: int = 500
     auth_cache_s: float = 5.0  # how long a checked API key is trusted in-process (revocation delay)
+    # sha256 (hex) of the operator key that opens /v1/operator/*; empty: the operator endpoints answer 403
+    operator_key_sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)

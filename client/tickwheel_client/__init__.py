@@ -33,6 +33,7 @@ from .models import (
     DstFlag,
     DstGap,
     DstRepeat,
+    DueCounts,
     Fire,
     HttpMethod,
     HttpTarget,
@@ -64,8 +65,8 @@ __version__ = VERSION
 __all__ = [
     "ApiError", "AsyncClient", "Attempt", "BadRequest", "BulkPurge", "BulkRedrive", "CatchUp", "Change",
     "ChangeAction", "Client", "Config", "ConfigError", "Conflict", "ConnectionFailed", "DeadLetter", "DiffOp",
-    "DstFlag", "DstGap", "DstRepeat", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobChange",
-    "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent",
+    "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job",
+    "JobChange", "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent",
     "Overlap", "PayloadTooLarge", "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited",
     "Redriven", "Retries", "RetryPolicy", "Run", "RunStatus", "RunSummary", "Schedule", "ScheduleType",
     "ServerError", "TickwheelClientError", "Unauthorized", "Unavailable", "UnexpectedAnswer",
