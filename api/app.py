@@ -35,8 +35,15 @@ def make_app(
         client_max_size=2 * settings.api.max_payload_bytes + BODY_OVERHEAD_BYTES,
     )
     app[API] = Api(settings, store, producer, redis, clock)
-    for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes, upcoming.routes, operator.routes,
-                  history.routes):
+    for table in (
+        meta.routes,
+        jobs.routes,
+        runs.routes,
+        dead_letters.routes,
+        upcoming.routes,
+        operator.routes,
+        history.routes,
+    ):
         app.add_routes(table)
     console.install(app)
     return app

@@ -126,8 +126,15 @@ def test_every_route_is_documented_and_every_documented_route_exists():
     from api import dead_letters, history, jobs, meta, operator, runs, upcoming
 
     app = web.Application()
-    for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes, upcoming.routes, operator.routes,
-                  history.routes):
+    for table in (
+        meta.routes,
+        jobs.routes,
+        runs.routes,
+        dead_letters.routes,
+        upcoming.routes,
+        operator.routes,
+        history.routes,
+    ):
         app.add_routes(table)
     routes = {
         (r.resource.canonical, r.method.lower()) for r in app.router.routes() if r.method != "HEAD" and r.resource
