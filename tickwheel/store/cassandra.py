@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,12 +25,14 @@ from cassandra.cluster import (
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
 
+from tickwheel import metrics
 from tickwheel.errors import Unavailable
 from tickwheel.settings import CassandraSettings, host_port
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
+_CONDITION = re.compile(r"\bIF\b", re.IGNORECASE)
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionError, OSError)
 
 
@@ -100,6 +103,7 @@ class CassandraStore:
             statement.fetch_size = page_size
             params = () if prepared else params
         paging_state = _decode_cursor(cursor)
+        metrics.cql_statements.labels(statement_kind(cql)).inc()
         future = self._call(self._session.execute_async, statement, params or None, paging_state=paging_state)
         result = await _await(future, self.settings.hosts)
         rows = list(result.current_rows)
@@ -117,6 +121,7 @@ class CassandraStore:
         batch = BatchStatement(batch_type=BatchType.LOGGED if logged else BatchType.UNLOGGED)
         for cql, params in statements:
             batch.add(self.prepare(cql), params)
+        metrics.cql_statements.labels("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)
 
@@ -137,6 +142,13 @@ class CassandraStore:
             return fn(*args, **kwargs)
         except _UNAVAILABLE as exc:
             raise Unavailable(f"Cassandra is unavailable: {exc}") from exc
+
+
+def statement_kind(cql: str) -> str:
+    """`read`, `lwt` (a conditional write: Paxos rounds) or `write`, the label of `cql_statements`."""
+    if cql.lstrip()[:6].upper() == "SELECT":
+        return "read"
+    return "lwt" if _CONDITION.search(cql) else "write"
 
 
 async def _await(future: ResponseFuture, hosts: Sequence[str]) -> Any:
