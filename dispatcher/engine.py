@@ -28,6 +28,7 @@ from tickwheel.core.wheel import TimingWheel
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
 from tickwheel.store import buckets, checkpoints
+from tickwheel.store import runs as run_store
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import chain
 
@@ -367,6 +368,10 @@ class Dispatcher:
                 return
             if needs_chain(run):
                 await self._chain(run)
+            if run.kind == "lease_check" and not await self._lease_lapsed(run):
+                self.watermarks.release(run.shard, key)
+                self.recent.add(key)
+                return
             if not self.can_fire():  # paused while waiting: put it back, it goes out on resume (or is dropped)
                 self._requeue(key, run, run.fire_at_ms)
                 return
@@ -387,6 +392,17 @@ class Dispatcher:
         self.recent.add(key)
         metrics.fired.labels(lane=run.lane, kind=run.kind).inc()
         metrics.fire_lag.labels(lane=run.lane).observe(max(0, fired_at_ms - run.fire_at_ms) / 1000)
+
+    async def _lease_lapsed(self, run: DueRun) -> bool:
+        """A lease check goes to a worker only if its attempt still runs past the lease; if the run cannot be read,
+        it goes anyway (the worker checks again)."""
+        try:
+            lapsed = await run_store.lease_lapsed(self.store, run.run_id, run.attempt, self.now())
+        except Unavailable as exc:
+            log.warning("lease check read failed, sending it on: %s", exc, extra=_context(run))
+            return True
+        metrics.lease_checks.labels(result="lapsed" if lapsed else "kept").inc()
+        return lapsed
 
     def _headers(self) -> list[tuple[str, bytes]]:
         """Who fired, under which assignment epoch: lets a reader tell a stale owner's fire from a new one."""
