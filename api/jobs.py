@@ -19,6 +19,7 @@ from tickwheel.core.schedule import Schedule, preview
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
+from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
 from tickwheel.store.runs import NewRun, to_utc
@@ -117,7 +118,11 @@ async def list_jobs(request: web.Request) -> web.Response:
         label=label,
     )
     found = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
-    items = [job_document(job) for job in found if job is not None and job.state is not JobState.DELETED]
+    shown = [job for job in found if job is not None and job.state is not JobState.DELETED]
+    # A once job's next run is over once its run finished: that is in its history, not on the job row.
+    last = await asyncio.gather(*(_last_run(request, job) for job in shown if job.definition.schedule.type == "once"))
+    last_of = dict(zip((job.job_id for job in shown if job.definition.schedule.type == "once"), last, strict=True))
+    items = [job_document(job, last_of.get(job.job_id), with_last_run=False) for job in shown]
     return json_response(list_document(items, seal(tenant, scope, next_cursor)))
 
 
@@ -128,13 +133,20 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
-    """The newest run whose time has come (the scheduled next run is reported as `next_run_at`)."""
-    rows = await api_of(request).store.execute(
+    """The newest run whose time has come (the scheduled next run is reported as `next_run_at`). The history
+    records outcomes; a run it still shows SCHEDULED may have started since, which only its run row tells."""
+    store = api_of(request).store
+    rows = await store.execute(
         "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT 5", [job.job_id]
     )
     now = api_of(request).clock()
     for row in rows:
-        if to_utc(row["scheduled_at"]) <= now and (row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED"):
+        if to_utc(row["scheduled_at"]) > now:
+            continue
+        if row["status"] == "SCHEDULED":
+            live = await run_store.get_run(store, row["run_id"])
+            row = {**row, **({"status": live["status"], "attempt": live["attempt"]} if live else {})}
+        if row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED":
             return {
                 "id": str(row["run_id"]),
                 "status": row["status"],

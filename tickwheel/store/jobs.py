@@ -106,16 +106,13 @@ INSERT_LISTING = "INSERT INTO jobs_by_tenant (tenant_id, job_id, state, labels, 
 
 
 async def create_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
-    """Write the first run, then the job and its listing row, all at the store's (QUORUM) consistency.
-
-    The run goes first: if the job write then fails, the caller answers an error and the orphan run finds no
-    job when it fires (and is dropped), whereas an orphan job would be listed to a tenant who got no 201.
-    """
-    if first_run is not None:
-        await runs.create_run(store, first_run, now)
+    """Write a new job, its listing row and its first run in one logged batch at the store's (QUORUM)
+    consistency: all of them or none, so there is neither an orphan run nor a job listed to a tenant who got no
+    201. The job id is new (never written before), so its first run needs no condition: one write, no Paxos."""
     labels = label_set(job.definition)
     await store.batch(
         [
+            *(runs.new_run_rows(first_run, now) if first_run is not None else []),
             (
                 INSERT_JOB,
                 [

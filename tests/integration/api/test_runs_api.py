@@ -16,9 +16,10 @@ from tickwheel.store.dead_letters import add_dead_letter
 async def running_run(alice: Caller, store: CassandraStore) -> tuple[dict, runs.NewRun]:
     job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
     now = datetime.now(UTC)
-    claimed = await runs.claim(store, uuid.UUID(job["next_run_id"]), 0, "w1", now + timedelta(seconds=60), now)
+    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)
     assert claimed.applied
-    return job, runs.new_run_of(claimed.current)
+    return job, run
 
 
 async def test_a_run_shows_its_attempts_and_heartbeats_extend_only_the_holding_attempt(
