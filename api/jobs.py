@@ -95,7 +95,7 @@ async def _create(request: web.Request, body: bytes) -> web.Response:
         raise
     metrics.jobs_created.labels(definition.schedule.type).inc()
     await api.near.announce_if_near(due_run_for(run), now)
-    log.info("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
+    log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
 
 
