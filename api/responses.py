@@ -42,9 +42,9 @@ FINISHED = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
 
 def next_run_at(job: Job, last_run: dict[str, Any] | None) -> datetime | None:
     """A once job whose run has finished has no next run (its row still points at that run, for history)."""
-    if job.definition.schedule.type == "once" and last_run is not None:
-        if last_run["id"] == str(job.next_run_id) and last_run["status"] in FINISHED:
-            return None
+    once = job.definition.schedule.type == "once"
+    if once and last_run is not None and last_run["id"] == str(job.next_run_id) and last_run["status"] in FINISHED:
+        return None
     return job.next_run_at
 
 

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 
 from schemas.messages import DueRun
 from tickwheel.core.schedule import next_fire
-from tickwheel.model import schedule_of
+from tickwheel.model import recurs, schedule_of
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import Job, JobState, get_job, run_of
 from tickwheel.store.runs import NewRun, create_run
@@ -39,7 +39,7 @@ class ChainResult(enum.StrEnum):
 
 
 def is_recurring(job: Job) -> bool:
-    return job.definition.schedule.type in ("cron", "interval")
+    return recurs(job.definition)
 
 
 def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:

@@ -14,7 +14,7 @@ from datetime import datetime
 
 from schemas.messages import JobDefinition, decode_definition, encode
 from tickwheel.core.ids import run_id_for
-from tickwheel.model import tolerance_ms_of
+from tickwheel.model import recurs, tolerance_ms_of
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun, to_utc
@@ -71,6 +71,7 @@ def run_of(
         scheduled_at=scheduled_at,
         fire_at=fire_at or scheduled_at,
         tolerance_ms=tolerance_ms_of(job.definition),
+        recurring=recurs(job.definition),
     )
 
 

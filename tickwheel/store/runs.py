@@ -59,6 +59,8 @@ class NewRun:
     scheduled_at: datetime
     fire_at: datetime
     tolerance_ms: int = 0
+    recurring: bool | None = None
+    """Whether the job recurs (its first fire chains the next run); None when not known (read the job)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +89,7 @@ INSERT_RUN = (
 )
 INSERT_BUCKET = (
     "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
-    " job_version, scheduled_at, tolerance_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " job_version, scheduled_at, tolerance_ms, recurring) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPSERT_HISTORY = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
@@ -110,6 +112,7 @@ def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -
         run.job_version,
         _ms(run.scheduled_at),
         run.tolerance_ms,
+        run.recurring,
     ]
 
 
