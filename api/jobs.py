@@ -27,7 +27,7 @@ from tickwheel.store.runs import NewRun, to_utc
 from . import quotas
 from .context import Api, api_of, tenant_of
 from .cursors import seal, unseal
-from .idempotency import idempotent
+from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
 from .planning import next_at, plan_run, resume_at, to_ms
 from .responses import job_document, json_response, list_document, page_limit, path_uuid
 from .validation import check_definition
@@ -58,6 +58,22 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
     return msgspec.structs.replace(definition, schedule=msgspec.structs.replace(doc, anchor_at=anchor))
 
 
+async def _replay_create(api: Api, keyed: KeyedCreate, existing: dict[str, Any], now: datetime) -> web.Response:
+    """The same key again: the job it made, after completing its first run if that request died before writing
+    it (a request younger than the store's timeout may still be writing it: 409, try again)."""
+    check_replay(keyed, existing.get("request_hash"))
+    job = job_store.job_of(existing)
+    if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:
+        first = plan_run(job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at)
+        if await run_store.get_run(api.store, first.run_id) is None:
+            if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
+                raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
+            await job_store.complete_keyed_job(api.store, job, first, now)
+    response = json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job.job_id}")
+    response.headers[REPLAYED] = "true"
+    return response
+
+
 async def job_for_tenant(request: web.Request) -> Job:
     """The job named in the path, if it is the caller's; another tenant's job is exactly as absent as none."""
     job_id = path_uuid(request, "job_id", "job")
@@ -69,18 +85,20 @@ async def job_for_tenant(request: web.Request) -> Job:
 
 @routes.post("/v1/jobs")
 async def create_job(request: web.Request) -> web.Response:
+    """With an Idempotency-Key the key names the job (`keyed_create`): its one conditional insert is both the
+    creation and the idempotency record, so a create costs one LWT, not an idempotency LWT plus the writes."""
     body = await request.read()
-    return await idempotent(request, body, lambda: _create(request, body))
+    return await _create(request, body, keyed_create(request, body))
 
 
-async def _create(request: web.Request, body: bytes) -> web.Response:
+async def _create(request: web.Request, body: bytes, keyed: KeyedCreate | None) -> web.Response:
     api, tenant = api_of(request), tenant_of(request)
-    now = api.clock()
+    now = to_ms(api.clock())  # what the job row stores, so a replay renders the same document
     definition, schedule = parse_definition(api, request, parse_json(body), now)
     at = next_at(schedule, now, 0)
     if at is None:
         raise InvalidInput("the schedule has no occurrence from now on", field="schedule")
-    job_id = uuid.uuid4()
+    job_id = keyed.job_id if keyed else uuid.uuid4()
     shard = shard_of(job_id, api.settings.shards)
     run = plan_run(job_id, tenant.tenant_id, shard, 1, definition, at)
     job = Job(
@@ -89,10 +107,17 @@ async def _create(request: web.Request, body: bytes) -> web.Response:
     )  # fmt: skip
     await quotas.take_job_slot(api, tenant)
     try:
-        await job_store.create_job(api.store, job, run, now)
+        existing = None
+        if keyed is None:
+            await job_store.create_job(api.store, job, run, now)
+        else:
+            existing = await job_store.create_keyed_job(api.store, job, run, now, keyed.request_hash)
     except BaseException:
         await quotas.give_back_job_slot(api, tenant)
         raise
+    if existing is not None and keyed is not None:
+        await quotas.give_back_job_slot(api, tenant)
+        return await _replay_create(api, keyed, existing, now)
     metrics.jobs_created.labels(definition.schedule.type).inc()
     await api.near.announce_if_near(due_run_for(run), now)
     log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
@@ -141,7 +166,8 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
     )
     now = api_of(request).clock()
     for row in rows:
-        if to_utc(row["scheduled_at"]) > now:
+        scheduled_at = to_utc(row["scheduled_at"])
+        if scheduled_at is None or scheduled_at > now:
             continue
         if row["status"] == "SCHEDULED":
             live = await run_store.get_run(store, row["run_id"])
