@@ -177,7 +177,7 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
                 "id": str(row["run_id"]),
                 "status": row["status"],
                 "attempt": row["attempt"],
-                "scheduled_at": instant(to_utc(row["scheduled_at"])),
+                "scheduled_at": instant(scheduled_at),
             }
     return None
 
