@@ -120,6 +120,41 @@ def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> 
     return UPSERT_HISTORY, [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
 
 
+def scheduled_history_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
+    """The history's row of a run just made: written at its occurrence or now, whichever is earlier, so that
+    its claim's row (`running_history_row`) always replaces it."""
+    write_time_us = min(_us(run.scheduled_at), _us(now))
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, RunStatus.SCHEDULED.value, 0, now, write_time_us]
+    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+
+
+def running_history_row(run: NewRun, attempt: int, now: datetime) -> tuple[str, list[Any]]:
+    """The history's RUNNING row, written with the claim before its LWT (so it costs no statement of its own).
+
+    Its write time is the occurrence (or now, if earlier) plus 2 x attempt microseconds, and an outcome's is at
+    least one more (`outcome_history_row`): a claim that is then refused (a duplicate arriving after the run
+    finished) never hides the outcome, whatever the clocks, while it still replaces the SCHEDULED row written
+    when the run was made."""
+    write_time_us = min(_us(run.scheduled_at), _us(now)) + 2 * attempt
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, RunStatus.RUNNING.value, attempt, now, write_time_us]
+    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+
+
+def outcome_history_row(
+    run: NewRun, status: RunStatus, attempt: int, now: datetime, claimed_at: datetime
+) -> tuple[str, list[Any]]:
+    """The history's row for the outcome of `attempt` (claimed at `claimed_at`): written at now, and never before
+    its claim's row, whatever the clocks."""
+    claim_us = min(_us(run.scheduled_at), _us(claimed_at)) + 2 * attempt
+    write_time_us = max(_us(now), claim_us + 1)
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now, write_time_us]
+    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+
+
+def _us(at: datetime) -> int:
+    return int(_ms(at).timestamp() * 1000) * 1000
+
+
 INSERT_NEW_RUN = INSERT_RUN.removesuffix(" IF NOT EXISTS")
 
 
@@ -130,7 +165,7 @@ def new_run_rows(run: NewRun, now: datetime) -> list[tuple[str, list[Any]]]:
     return [
         (INSERT_NEW_RUN, params),
         bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
-        history_row(run, RunStatus.SCHEDULED, 0, now),
+        scheduled_history_row(run, now),
     ]
 
 
@@ -148,7 +183,7 @@ async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     await store.batch(
         [
             bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
-            history_row(run, RunStatus.SCHEDULED, 0, now),
+            scheduled_history_row(run, now),
         ]
     )
     return applied
@@ -198,10 +233,16 @@ async def claim(
 ) -> Transition:
     """RUNNING at attempt + 1 if the run is runnable at `expected_attempt` and made for `run.job_version`.
 
-    Its lease check row is written first: if the claim applies and the worker dies, that row finds the run. When
-    the claim does not apply, `current` holds the run's status, attempt and job_version (absent: no such run).
-    The run's history shows RUNNING only through its `runs` row; `runs_by_job` records the outcome."""
-    await store.execute(*bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK))
+    Its lease check row (and its RUNNING history row, see `running_history_row`) are written first: if the claim
+    applies and the worker dies, that row finds the run. When the claim does not apply, `current` holds the
+    run's status, attempt and job_version (absent: no such run)."""
+    await store.batch(
+        [
+            bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
+            running_history_row(run, expected_attempt + 1, now),
+        ],
+        logged=False,
+    )
     applied, current = await store.applied(
         CLAIM,
         [expected_attempt + 1, _ms(lease_until), worker, now, run.run_id, expected_attempt, run.job_version],
@@ -255,7 +296,7 @@ async def finish(
         return False
     await store.batch(
         [
-            history_row(run, result.status, attempt, now),
+            outcome_history_row(run, result.status, attempt, now, started_at),
             (
                 "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
                 " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)",
@@ -293,7 +334,7 @@ async def expire_lease(
     if applied:
         await store.batch(
             [
-                history_row(run, status, attempt, now),
+                history_row(run, status, attempt, now),  # a lease after the claim: later than its row
                 (
                     "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
                     " VALUES (?, ?, now(), 'lease_expired', ?, ?, 'lease expired')",

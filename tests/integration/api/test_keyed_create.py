@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp.test_utils import TestClient
-from api_bodies import once_job
 
+from tests.integration.api.api_bodies import once_job
 from tests.integration.api.conftest import Caller
 from tickwheel import metrics
 from tickwheel.errors import Unavailable

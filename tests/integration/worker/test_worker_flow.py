@@ -217,6 +217,7 @@ class BatchFailsOnceAfterAnLwt:
 @pytest.mark.parametrize("status", [200, 503])
 async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_once(scene: Scene, status: int) -> None:
     worker = await scene.worker()
+    assert worker.handler is not None
     flaky = BatchFailsOnceAfterAnLwt(worker.handler.store)
     worker.handler.store = flaky  # type: ignore[assignment]
     run = await scene.job(HttpTarget(url=scene.sink.url("/flaky", status=status)))
