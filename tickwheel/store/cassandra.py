@@ -45,6 +45,7 @@ class CassandraStore:
         self._cluster = cluster
         self._session = session
         self._prepared: dict[str, PreparedStatement] = {}
+        self._preparing: dict[str, asyncio.Future[PreparedStatement]] = {}
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, *, keyspace: bool = True) -> CassandraStore:
@@ -74,12 +75,22 @@ class CassandraStore:
     async def close(self) -> None:
         await asyncio.to_thread(self._cluster.shutdown)
 
-    def prepare(self, cql: str) -> PreparedStatement:
-        """Prepare once per session; later calls return the cached statement (blocks only the first time)."""
+    async def prepare(self, cql: str) -> PreparedStatement:
+        """Prepare once per session; later calls return the cached statement. The driver's prepare blocks, so the
+        first one runs in a thread (never on the event loop), shared by every caller that asks meanwhile."""
         statement = self._prepared.get(cql)
-        if statement is None:
-            statement = self._call(self._session.prepare, cql)  # a cluster out of reach is Unavailable, not a 500
-            self._prepared[cql] = statement
+        if statement is not None:
+            return statement
+        pending = self._preparing.get(cql)
+        if pending is None:
+            pending = asyncio.ensure_future(asyncio.to_thread(self._call, self._session.prepare, cql))
+            self._preparing[cql] = pending
+        try:
+            statement = await asyncio.shield(pending)  # a cluster out of reach is Unavailable, not a 500
+        finally:
+            if pending.done():
+                self._preparing.pop(cql, None)
+        self._prepared[cql] = statement
         return statement
 
     async def execute(self, cql: str, params: Sequence[Any] = (), *, prepared: bool = True) -> list[Row]:
@@ -97,7 +108,7 @@ class CassandraStore:
         prepared: bool = True,
     ) -> tuple[list[Row], str | None]:
         """One page of rows and an opaque cursor for the next page (None on the last page)."""
-        statement: Any = self._statement(cql, prepared)
+        statement: Any = await self._statement(cql, prepared)
         if page_size is not None:
             statement = statement.bind(params) if prepared else statement
             statement.fetch_size = page_size
@@ -120,7 +131,7 @@ class CassandraStore:
         """Write several rows as one (logged: all or nothing) batch."""
         batch = BatchStatement(batch_type=BatchType.LOGGED if logged else BatchType.UNLOGGED)
         for cql, params in statements:
-            batch.add(self.prepare(cql), params)
+            batch.add(await self.prepare(cql), params)
         metrics.cql_statements.labels("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)
@@ -130,9 +141,9 @@ class CassandraStore:
         future = self._call(self._session.execute_async, cql, timeout=60.0)
         await _await(future, self.settings.hosts)
 
-    def _statement(self, cql: str, prepared: bool) -> Any:
+    async def _statement(self, cql: str, prepared: bool) -> Any:
         if prepared:
-            return self.prepare(cql)
+            return await self.prepare(cql)
         from cassandra.query import SimpleStatement
 
         return SimpleStatement(cql)
