@@ -89,7 +89,9 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._reconcile = asyncio.Event()
         self._sleep_until_ms = 0
-        self._gate = asyncio.Semaphore(self.cfg.fire_concurrency)
+        # One send gate per lane: asyncio's semaphore is FIFO, so with one gate an urgent row due just after a
+        # bulk burst waited behind every bulk send (16-23 s at a 25k-100k peak, BENCHMARKS.md "Peak").
+        self._gates = {lane: asyncio.Semaphore(self.cfg.fire_concurrency) for lane in firing.LANE_RANK}
         self._scan_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -362,7 +364,7 @@ class Dispatcher:
             self._spawn(self._fire(key, run))
 
     async def _fire(self, key: Key, run: DueRun) -> None:
-        async with self._gate:
+        async with self._gates.get(run.lane, self._gates["default"]):
             if run.shard not in self.owned:
                 self.watermarks.release(run.shard, key)
                 return
