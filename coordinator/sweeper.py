@@ -17,6 +17,7 @@ from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.settings import Settings
+from tickwheel.store import operator
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.chain import advance_job, is_recurring
@@ -108,6 +109,7 @@ class Sweeper:
                     if repair is not None:
                         done[repair] = done.get(repair, 0) + 1
             if cursor is None:
+                await operator.add_sweep(self.store, {repair.value: n for repair, n in done.items()})
                 return done
 
     async def check(self, row: Row, now: datetime) -> Repair | None:

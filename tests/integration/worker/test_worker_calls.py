@@ -167,3 +167,12 @@ async def test_a_lease_check_a_minute_or_more_ahead_is_left_to_the_rescan(scene:
     # The claim's lease check would have been announced before the retry row (same partition, earlier offset).
     seen = await near_messages(scene, run, {("run", 1)})
     assert "lease_check" not in {kind for kind, _ in seen}
+
+
+async def test_a_stored_job_with_a_framing_header_is_refused_at_call_time_not_sent(scene: Scene) -> None:
+    await scene.worker()
+    smuggler = HttpTarget(url=scene.sink.url("/smuggle"), headers={"Transfer-Encoding": "chunked"})
+    run = await scene.job(smuggler)  # written straight to the store, as a job from before the API refused it
+    row = await scene.wait_status(run.run_id, "DEAD")
+    assert row["last_error"].startswith("invalid_target: header 'Transfer-Encoding' controls the connection")
+    assert scene.sink.calls_to("/smuggle") == []
