@@ -34,7 +34,6 @@ class RunContext:
     """One run about to be tried: everything the claim, the call and the outcome need."""
 
     due: DueRun
-    row: Row
     run: NewRun
     definition: JobDefinition
     tenant: Tenant
