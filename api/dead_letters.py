@@ -10,6 +10,7 @@ from aiohttp import web
 
 from tickwheel import metrics
 from tickwheel.core.instants import parse_instant
+from tickwheel.egress import canonical_host
 from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store import dead_letters as letters
 from tickwheel.store.buckets import due_run_for
@@ -19,7 +20,6 @@ from tickwheel.store.runs import new_run_of
 
 from . import audit
 from .context import api_of, tenant_of
-from .cursors import seal, unseal
 from .idempotency import idempotent
 from .responses import json_response, list_document, page_limit, parse_uuid, path_uuid, query_instant
 from .wire import instant, parse_json
@@ -48,7 +48,7 @@ async def list_letters(request: web.Request) -> web.Response:
     job_id = parse_uuid(query["job_id"], "job_id") if "job_id" in query else None
     filters = {
         "job_id": job_id,
-        "target_host": query.get("target_host"),
+        "target_host": _host(query.get("target_host")),
         "since": query_instant(request, "since"),
         "until": query_instant(request, "until"),
     }
@@ -57,11 +57,11 @@ async def list_letters(request: web.Request) -> web.Response:
         api.store,
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, query.get("cursor")),
         **filters,  # type: ignore[arg-type]
     )
     items = [letter_document(r) for r in rows]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 async def _redrive(request: web.Request, letter: Row, now: datetime) -> bool:
@@ -142,7 +142,7 @@ async def _matching(request: web.Request, document: dict[str, Any]) -> list[Row]
         tenant.tenant_id,
         limit=document.get("limit", BULK_MAX),
         job_id=parse_uuid(document["jobId"], "jobId") if "jobId" in document else None,
-        target_host=document.get("targetHost"),
+        target_host=_host(document.get("targetHost")),
         since=parse_instant(document["since"], field="since") if "since" in document else None,
         until=parse_instant(document["until"], field="until") if "until" in document else None,
     )
@@ -158,6 +158,11 @@ async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
         return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r["run_id"]) for r in pending]})
     redriven = [str(r["run_id"]) for r in pending if await _redrive_or_skip(request, r, now)]
     return json_response({"dry_run": False, "matched": len(pending), "redriven": len(redriven), "run_ids": redriven})
+
+
+def _host(text: str | None) -> str | None:
+    """A target host filter in the spelling dead letters are stored with (`EXAMPLE.com.` finds `example.com`)."""
+    return None if text is None else canonical_host(text)
 
 
 @routes.delete("/v1/dead-letters/{run_id}")

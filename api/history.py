@@ -10,7 +10,6 @@ from tickwheel.store import audit
 from tickwheel.store.audit import JobChangeRecord
 
 from .context import api_of, tenant_of
-from .cursors import seal, unseal
 from .jobs import job_for_tenant
 from .responses import json_response, list_document, page_limit
 from .wire import instant
@@ -40,7 +39,7 @@ async def job_history(request: web.Request) -> web.Response:
         api.store,
         job.job_id,
         limit=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, request.query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),
     )
     items = [change_document(c) for c in changes]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))

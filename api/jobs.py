@@ -16,17 +16,18 @@ from schemas.messages import JobDefinition
 from tickwheel import metrics
 from tickwheel.core.ids import shard_of
 from tickwheel.core.schedule import Schedule, preview
+from tickwheel.core.targets import default_topic_prefix
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
+from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
 from tickwheel.store.runs import NewRun, to_utc
 
 from . import audit, quotas
 from .context import Api, api_of, tenant_of
-from .cursors import seal, unseal
-from .idempotency import idempotent
+from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
 from .planning import next_at, plan_run, resume_at, to_ms
 from .responses import job_document, json_response, list_document, page_limit, path_uuid
 from .validation import check_definition
@@ -44,7 +45,12 @@ def parse_definition(api: Api, request: web.Request, document: Any, now: datetim
         raise InvalidInput("the body must be a JSON object")
     definition = to_definition(decode_body(document), api.settings.api.max_payload_bytes)
     definition = _anchored(definition, now)
-    schedule = check_definition(definition, min_interval_s=quotas.min_interval_s(api, tenant_of(request)))
+    tenant = tenant_of(request)
+    schedule = check_definition(
+        definition,
+        min_interval_s=quotas.min_interval_s(api, tenant),
+        kafka_topic_prefix=tenant.kafka_topic_prefix or default_topic_prefix(tenant.tenant_id),
+    )
     return definition, schedule
 
 
@@ -55,6 +61,22 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
     anchor = doc.start_at or instant(to_ms(now))
     # msgspec structs are changed with msgspec.structs.replace (dataclasses.replace does not apply)
     return msgspec.structs.replace(definition, schedule=msgspec.structs.replace(doc, anchor_at=anchor))
+
+
+async def _replay_create(api: Api, keyed: KeyedCreate, existing: dict[str, Any], now: datetime) -> web.Response:
+    """The same key again: the job it made, after completing its first run if that request died before writing
+    it (a request younger than the store's timeout may still be writing it: 409, try again)."""
+    check_replay(keyed, existing.get("request_hash"))
+    job = job_store.job_of(existing)
+    if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:
+        first = plan_run(job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at)
+        if await run_store.get_run(api.store, first.run_id) is None:
+            if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
+                raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
+            await job_store.complete_keyed_job(api.store, job, first, now)
+    response = json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job.job_id}")
+    response.headers[REPLAYED] = "true"
+    return response
 
 
 async def job_for_tenant(request: web.Request) -> Job:
@@ -68,18 +90,20 @@ async def job_for_tenant(request: web.Request) -> Job:
 
 @routes.post("/v1/jobs")
 async def create_job(request: web.Request) -> web.Response:
+    """With an Idempotency-Key the key names the job (`keyed_create`): its one conditional insert is both the
+    creation and the idempotency record, so a create costs one LWT, not an idempotency LWT plus the writes."""
     body = await request.read()
-    return await idempotent(request, body, lambda: _create(request, body))
+    return await _create(request, body, keyed_create(request, body))
 
 
-async def _create(request: web.Request, body: bytes) -> web.Response:
+async def _create(request: web.Request, body: bytes, keyed: KeyedCreate | None) -> web.Response:
     api, tenant = api_of(request), tenant_of(request)
-    now = api.clock()
+    now = to_ms(api.clock())  # what the job row stores, so a replay renders the same document
     definition, schedule = parse_definition(api, request, parse_json(body), now)
     at = next_at(schedule, now, 0)
     if at is None:
         raise InvalidInput("the schedule has no occurrence from now on", field="schedule")
-    job_id = uuid.uuid4()
+    job_id = keyed.job_id if keyed else uuid.uuid4()
     shard = shard_of(job_id, api.settings.shards)
     run = plan_run(job_id, tenant.tenant_id, shard, 1, definition, at)
     job = Job(
@@ -88,14 +112,21 @@ async def _create(request: web.Request, body: bytes) -> web.Response:
     )  # fmt: skip
     await quotas.take_job_slot(api, tenant)
     try:
-        await job_store.create_job(api.store, job, run, now)
+        existing = None
+        if keyed is None:
+            await job_store.create_job(api.store, job, run, now)
+        else:
+            existing = await job_store.create_keyed_job(api.store, job, run, now, keyed.request_hash)
     except BaseException:
         await quotas.give_back_job_slot(api, tenant)
         raise
+    if existing is not None and keyed is not None:
+        await quotas.give_back_job_slot(api, tenant)
+        return await _replay_create(api, keyed, existing, now)
     metrics.jobs_created.labels(definition.schedule.type).inc()
     await api.near.announce_if_near(due_run_for(run), now)
     await audit.record(request, "create", None, job)
-    log.info("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
+    log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
 
 
@@ -113,13 +144,17 @@ async def list_jobs(request: web.Request) -> web.Response:
         api.store,
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, request.query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),
         state=state,
         label=label,
     )
     found = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
-    items = [job_document(job) for job in found if job is not None and job.state is not JobState.DELETED]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    shown = [job for job in found if job is not None and job.state is not JobState.DELETED]
+    # A once job's next run is over once its run finished: that is in its history, not on the job row.
+    last = await asyncio.gather(*(_last_run(request, job) for job in shown if job.definition.schedule.type == "once"))
+    last_of = dict(zip((job.job_id for job in shown if job.definition.schedule.type == "once"), last, strict=True))
+    items = [job_document(job, last_of.get(job.job_id), with_last_run=False) for job in shown]
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 @routes.get("/v1/jobs/{job_id}")
@@ -129,8 +164,10 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
-    """The newest run whose time has come (the scheduled next run is reported as `next_run_at`)."""
-    rows = await api_of(request).store.execute(
+    """The newest run whose time has come (the scheduled next run is reported as `next_run_at`). The history
+    records outcomes; a run it still shows SCHEDULED may have started since, which only its run row tells."""
+    store = api_of(request).store
+    rows = await store.execute(
         "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT 5", [job.job_id]
     )
     now = api_of(request).clock()
@@ -138,6 +175,9 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
         scheduled_at = to_utc(row["scheduled_at"])
         if scheduled_at is None or scheduled_at > now:
             continue
+        if row["status"] == "SCHEDULED":
+            live = await run_store.get_run(store, row["run_id"])
+            row = {**row, **({"status": live["status"], "attempt": live["attempt"]} if live else {})}
         if row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED":
             return {
                 "id": str(row["run_id"]),
@@ -262,9 +302,14 @@ async def _delete(request: web.Request) -> web.Response:
 
 @routes.get("/v1/jobs/{job_id}/preview")
 async def preview_job(request: web.Request) -> web.Response:
+    """The next fires (at most quotas.MAX_PREVIEW), charged against the tenant's rate by their number, so the
+    rate limit bounds the event-loop time one tenant can take."""
     api = api_of(request)
+    count = page_limit(request, quotas.MAX_PREVIEW, name="count", default=10)
+    await quotas.charge_preview(api, tenant_of(request), count)
     job = await job_for_tenant(request)
-    count = page_limit(request, 1000, name="count", default=10)
+    if job.state is JobState.DELETED:  # a deleted job fires no more: nothing to preview
+        raise NotFound(f"job {job.job_id} is deleted")
     doc = job.definition.schedule
     fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz)
     items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst} for f in fires]

@@ -13,7 +13,7 @@ from schemas.messages import JobDefinition
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.policies import CatchUpPolicy
 from tickwheel.core.schedule import OnceSchedule, Schedule, catch_up, first_fire, next_fire
-from tickwheel.model import catch_up_of, lane_of, tolerance_ms_of
+from tickwheel.model import catch_up_of, lane_of, recurs, tolerance_ms_of
 from tickwheel.store.runs import NewRun
 
 log = logging.getLogger(__name__)
@@ -58,4 +58,5 @@ def plan_run(
         scheduled_at=at,
         fire_at=at,
         tolerance_ms=tolerance_ms_of(definition),
+        recurring=recurs(definition),
     )

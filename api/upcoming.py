@@ -94,8 +94,9 @@ async def preview_schedule(request: web.Request) -> web.Response:
         body = msgspec.convert(document, type=PreviewBody, str_keys=True)
     except msgspec.ValidationError as exc:
         raise InvalidInput(str(exc).split(" - at ")[0], field=field_of(str(exc))) from None
-    if not 1 <= body.count <= 100:
-        raise InvalidInput("count must be from 1 to 100", field="count")
+    if not 1 <= body.count <= quotas.MAX_PREVIEW:
+        raise InvalidInput(f"count must be from 1 to {quotas.MAX_PREVIEW}", field="count")
+    await quotas.charge_preview(api, tenant, body.count)
     now = api.clock()
     doc = body.schedule
     if doc.type == "interval" and doc.anchor_at is None:

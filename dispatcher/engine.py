@@ -28,6 +28,7 @@ from tickwheel.core.wheel import TimingWheel
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
 from tickwheel.store import buckets, checkpoints
+from tickwheel.store import runs as run_store
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import chain
 
@@ -88,7 +89,9 @@ class Dispatcher:
         self._wake = asyncio.Event()
         self._reconcile = asyncio.Event()
         self._sleep_until_ms = 0
-        self._gate = asyncio.Semaphore(self.cfg.fire_concurrency)
+        # One send gate per lane: asyncio's semaphore is FIFO, so with one gate an urgent row due just after a
+        # bulk burst waited behind every bulk send (16-23 s at a 25k-100k peak, BENCHMARKS.md "Peak").
+        self._gates = {lane: asyncio.Semaphore(self.cfg.fire_concurrency) for lane in firing.LANE_RANK}
         self._scan_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -361,12 +364,16 @@ class Dispatcher:
             self._spawn(self._fire(key, run))
 
     async def _fire(self, key: Key, run: DueRun) -> None:
-        async with self._gate:
+        async with self._gates.get(run.lane, self._gates["default"]):
             if run.shard not in self.owned:
                 self.watermarks.release(run.shard, key)
                 return
             if needs_chain(run):
                 await self._chain(run)
+            if run.kind == "lease_check" and not await self._lease_lapsed(run):
+                self.watermarks.release(run.shard, key)
+                self.recent.add(key)
+                return
             if not self.can_fire():  # paused while waiting: put it back, it goes out on resume (or is dropped)
                 self._requeue(key, run, run.fire_at_ms)
                 return
@@ -387,6 +394,17 @@ class Dispatcher:
         self.recent.add(key)
         metrics.fired.labels(lane=run.lane, kind=run.kind).inc()
         metrics.fire_lag.labels(lane=run.lane).observe(max(0, fired_at_ms - run.fire_at_ms) / 1000)
+
+    async def _lease_lapsed(self, run: DueRun) -> bool:
+        """A lease check goes to a worker only if its attempt still runs past the lease; if the run cannot be read,
+        it goes anyway (the worker checks again)."""
+        try:
+            lapsed = await run_store.lease_lapsed(self.store, run.run_id, run.attempt, self.now())
+        except Unavailable as exc:
+            log.warning("lease check read failed, sending it on: %s", exc, extra=_context(run))
+            return True
+        metrics.lease_checks.labels(result="lapsed" if lapsed else "kept").inc()
+        return lapsed
 
     def _headers(self) -> list[tuple[str, bytes]]:
         """Who fired, under which assignment epoch: lets a reader tell a stale owner's fire from a new one."""

@@ -107,6 +107,7 @@ class DueRun(Base, frozen=True):
     fire_at_ms: int
     tolerance_ms: int = 0
     fired_at_ms: int = 0
+    recurring: bool | None = None  # None: written before the flag existed (firing reads the job to know)
 
 
 class OwnerAlert(Base, frozen=True):

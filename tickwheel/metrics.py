@@ -29,6 +29,11 @@ preload_seconds = Histogram("tickwheel_preload_seconds", "Time to read one minut
 checkpoint_lag = Gauge(
     "tickwheel_checkpoint_lag_seconds", "Now minus the oldest fired-through watermark owned"
 )
+lease_checks = Counter(
+    "tickwheel_lease_checks_total",
+    "Lease check rows read when due: lapsed ones go to a worker, kept ones (the run finished) end here",
+    ["result"],
+)
 near_received = Counter("tickwheel_near_received_total", "Near-term announcements consumed", ["result"])
 rescan_found = Counter("tickwheel_rescan_found_total", "Runs the safety rescan found that preload had missed")
 chained = Counter("tickwheel_chained_total", "Next occurrences written when firing", ["result"])
@@ -65,4 +70,7 @@ notification_queue = Gauge("tickwheel_notification_queue", "Run-event notificati
 lease_timeouts = Counter("tickwheel_lease_timeouts_total", "Runs whose lease expired while RUNNING")
 
 # adapters
+cql_statements = Counter(
+    "tickwheel_cql_statements_total", "CQL requests sent (a batch is one), by kind", ["kind"]
+)
 backend_errors = Counter("tickwheel_backend_errors_total", "Errors talking to a server", ["backend"])

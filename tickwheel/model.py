@@ -69,6 +69,11 @@ def lane_of(definition: JobDefinition) -> Lane:
     return definition.priority
 
 
+def recurs(definition: JobDefinition) -> bool:
+    """Whether the job has further occurrences after a fire (cron, interval), so firing must chain its next run."""
+    return definition.schedule.type in ("cron", "interval")
+
+
 def tolerance_ms_of(definition: JobDefinition) -> int:
     """How late (ms) a run of this job may start when spreading a peak."""
     return definition.delay_tolerance_s * 1000

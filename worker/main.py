@@ -69,7 +69,8 @@ class Worker:
         self.notifier.start()
         self._closers.append(self.notifier.stop)
         self.handler = RunHandler(
-            s, store, limits, http, KafkaCaller(producer), self.id, announcer=self.announcer, notifier=self.notifier
+            s, store, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id, announcer=self.announcer,
+            notifier=self.notifier,
         )
         for lane in self.lanes():
             consumer = LaneConsumer(s, lane, self.handler.handle)

@@ -14,10 +14,10 @@ from datetime import UTC, datetime
 
 from schemas.messages import DueRun
 from tickwheel.core.schedule import next_fire
-from tickwheel.model import schedule_of
+from tickwheel.model import recurs, schedule_of
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import Job, JobState, get_job, run_of
-from tickwheel.store.runs import NewRun, create_run
+from tickwheel.store.runs import NewRun, create_run, new_run_rows
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class ChainResult(enum.StrEnum):
 
 
 def is_recurring(job: Job) -> bool:
-    return job.definition.schedule.type in ("cron", "interval")
+    return recurs(job.definition)
 
 
 def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:
@@ -88,7 +88,10 @@ async def advance_job(
             return ChainResult.STALE, None
     if following is None:
         return ChainResult.EXHAUSTED, None
-    await create_run(store, following, now)
+    if applied:  # this fire moved the pointer, so nobody wrote the successor yet: its rows need no condition
+        await store.batch(new_run_rows(following, now), logged=False)
+    else:  # a re-fire completing an earlier chain: the run may exist and have started since
+        await create_run(store, following, now)
     return ChainResult.CHAINED, following
 
 

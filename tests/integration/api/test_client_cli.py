@@ -98,9 +98,10 @@ async def test_a_job_created_listed_edited_paused_resumed_previewed_and_deleted(
 
 
 async def test_jobs_from_a_file_of_many_are_created_once_even_when_the_command_is_run_again(
-    tickwheel: Run, tmp_path: Path
+    tickwheel: Run, alice: Caller, tmp_path: Path
 ) -> None:
-    target = {"type": "kafka", "topic": "reminders"}
+    topic = f"{alice.tenant_id}.reminders"  # a Kafka topic must be under the tenant's prefix (422 otherwise)
+    target = {"type": "kafka", "topic": topic}
     jobs = [
         {"name": f"job {n}", "schedule": {"type": "interval", "everyS": 3600 + n}, "target": {**target, "key": f"k{n}"}}
         for n in range(5)
@@ -113,7 +114,7 @@ async def test_jobs_from_a_file_of_many_are_created_once_even_when_the_command_i
         f"job {n}" for n in range(5)
     ]
     one = (await tickwheel("jobs", "create", "-f", "-", "-o", "json", stdin=json.dumps(jobs[0]))).json()
-    assert one["target"] == {"type": "kafka", "topic": "reminders", "key": "k0"}
+    assert one["target"] == {"type": "kafka", "topic": topic, "key": "k0"}
 
 
 async def test_runs_and_dead_letters_listed_shown_and_redriven(
@@ -122,8 +123,8 @@ async def test_runs_and_dead_letters_listed_shown_and_redriven(
     job = (await tickwheel("jobs", "create", "--every", "1h", "--url", "https://example.com/x", "-o", "json")).json()
     now = datetime.now(UTC)
     run_id = uuid.UUID(job["next_run_id"])
-    claimed = await runs.claim(store, run_id, 0, "w1", now + timedelta(seconds=60), now)
-    run = runs.new_run_of(claimed.current)
+    run = runs.new_run_of(await runs.get_run(store, run_id) or {})
+    assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)).applied
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 500"), "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run_id, job_id=run.job_id, target_host="example.com",

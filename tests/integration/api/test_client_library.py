@@ -127,7 +127,8 @@ async def test_runs_heartbeats_and_dead_letters_through_the_async_client(
     job = await tw.create_job(**cron())
     assert job.next_run_id is not None
     now = datetime.now(UTC)
-    claimed = await runs.claim(store, job.next_run_id, 0, "w1", now + timedelta(seconds=60), now)
+    run = runs.new_run_of(await runs.get_run(store, job.next_run_id) or {})
+    claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)
     assert claimed.applied
     [summary] = [r async for r in tw.list_runs(job.id)]
     assert (summary.id, summary.status) == (job.next_run_id, RunStatus.RUNNING)
@@ -136,7 +137,6 @@ async def test_runs_heartbeats_and_dead_letters_through_the_async_client(
     with pytest.raises(Conflict) as held:
         await tw.heartbeat(job.next_run_id, 2)
     assert held.value.field == "attempt"
-    run = runs.new_run_of(claimed.current)
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 500"), "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",

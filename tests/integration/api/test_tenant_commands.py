@@ -71,3 +71,17 @@ async def test_set_refuses_a_bad_value_naming_the_option_and_writes_nothing(
     _, err = await proc.communicate()
     assert proc.returncode == 2 and b"--weight" in err
     assert (await tenants.tenant_by_name(store, name)).max_jobs is None
+
+
+async def test_revoking_a_key_marks_it_for_every_api_process(settings: Settings, store: CassandraStore) -> None:
+    from api.auth import key_id_of, revoked_mark
+    from tickwheel.flow.redis import RedisClient
+
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    key = (await tickwheel(settings, "tenants", "create", name))[-1]
+    await tickwheel(settings, "tenants", "keys", "revoke", name, key_id_of(key))
+    redis = RedisClient(settings.redis)  # the platform's own prefix, as the API processes use it
+    try:
+        assert await redis.redis.exists(revoked_mark(redis, key_id_of(key)))
+    finally:
+        await redis.close()

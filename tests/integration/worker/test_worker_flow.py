@@ -4,8 +4,10 @@ duplicates and jobs changed under their runs."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -13,10 +15,11 @@ from schemas.messages import HttpTarget, KafkaTarget, RetryDoc, encode, topic_na
 from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, ensure_topics
 from tickwheel.egress import EgressPolicy, EgressResolver
-from tickwheel.errors import EgressRefused
-from tickwheel.flow.limits import FlowLimits
+from tickwheel.errors import EgressRefused, Unavailable
+from tickwheel.flow.limits import Caps, FlowLimits, Permit
 from tickwheel.flow.redis import RedisClient
 from tickwheel.store import runs
+from tickwheel.store.cassandra import CassandraStore
 from worker.main import Worker
 
 ONE_TRY = RetryDoc(max_attempts=1)
@@ -52,7 +55,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     for run in failing:
         await scene.wait_status(run.run_id, "DEAD")
     limits = FlowLimits(scene.settings.worker, RedisClient(scene.settings.redis, prefix=f"{scene.tenant}:"))
-    assert await limits.breaker_open_until_ms("127.0.0.1") is not None
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
     held = await scene.job(HttpTarget(url=scene.sink.url("/up")))
     deferred = await eventually(
         lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r["kind"] == "deferred" for r in rows)
@@ -61,7 +64,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     assert deferred[0]["attempt"] == 0  # no attempt spent
     row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
     assert row["attempt"] == 1
-    assert await limits.breaker_open_until_ms("127.0.0.1") is None
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is None
     assert len(scene.sink.calls_to("/up")) == 1
     await limits.redis.close()
 
@@ -101,7 +104,7 @@ async def test_a_kafka_target_receives_the_payload_with_the_run_id_and_foreign_t
 async def test_an_expired_lease_retries_the_run_with_the_same_webhook_id(scene: Scene) -> None:
     run = await scene.job(HttpTarget(url=scene.sink.url("/after-lease")), at=now_utc() + timedelta(minutes=5))
     # A worker that claimed the run and vanished: RUNNING at attempt 1 with a lease of one second.
-    claimed = await runs.claim(scene.store, run.run_id, 0, "ghost", now_utc() + timedelta(seconds=1), now_utc())
+    claimed = await runs.claim(scene.store, run, 0, "ghost", now_utc() + timedelta(seconds=1), now_utc())
     assert claimed.applied
     await scene.worker()
     [call] = await scene.sink.wait_for("/after-lease", 1, timeout_s=15)
@@ -186,3 +189,86 @@ async def test_urgent_runs_do_not_wait_behind_a_full_default_lane(scene: Scene) 
     for run in (blocker, queued):
         await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
     assert call.header("webhook-id") == str(urgent.run_id)
+
+
+class BatchFailsOnceAfterAnLwt:
+    """The worker's store, except that the first batch written after a conditional write applied fails (as a
+    timeout between the LWT and its index rows would), once."""
+
+    def __init__(self, store: CassandraStore) -> None:
+        self._store = store
+        self._armed = False
+        self.failed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def applied(self, cql: str, params: Any = ()) -> tuple[bool, dict[str, Any]]:
+        applied, current = await self._store.applied(cql, params)
+        self._armed = self._armed or (applied and not self.failed)
+        return applied, current
+
+    async def batch(self, statements: Any, *, logged: bool = True) -> None:
+        if self._armed and not self.failed:
+            self.failed += 1
+            raise Unavailable("batch timed out (injected)")
+        await self._store.batch(statements, logged=logged)
+
+
+@pytest.mark.parametrize("status", [200, 503])
+async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_once(scene: Scene, status: int) -> None:
+    worker = await scene.worker()
+    assert worker.handler is not None
+    flaky = BatchFailsOnceAfterAnLwt(worker.handler.store)
+    worker.handler.store = flaky  # type: ignore[assignment]
+    run = await scene.job(HttpTarget(url=scene.sink.url("/flaky", status=status)))
+    if status == 200:
+        row = await scene.wait_status(run.run_id, "SUCCEEDED")
+        assert len(scene.sink.calls_to("/flaky")) == 1
+    else:  # retried (FAST_RETRY: 3 attempts): each attempt called once, whatever batch failed
+        row = await scene.wait_status(run.run_id, "DEAD", timeout_s=30)
+        assert [c.header("X-Tickwheel-Attempt") for c in scene.sink.calls_to("/flaky")] == ["1", "2", "3"]
+    assert flaky.failed == 1
+    # The attempt whose description rows failed writes them again when it retries its outcome.
+    calls = await eventually(
+        lambda: runs.get_attempts(scene.store, run.run_id),
+        lambda rows: [a["attempt"] for a in rows if a["kind"] == "call"] == list(range(1, row["attempt"] + 1)),
+    )
+    assert len(calls) == row["attempt"]
+
+
+async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: Scene) -> None:
+    await scene.worker(breaker_min_calls=4, breaker_window_s=10.0, breaker_open_s=60.0)
+    worker = dataclasses.replace(scene.settings.worker, breaker_min_calls=4, breaker_window_s=10.0)
+    limits = FlowLimits(
+        dataclasses.replace(worker, breaker_open_s=60.0), RedisClient(scene.settings.redis, prefix=f"{scene.tenant}:")
+    )
+    caps = Caps(tenant_concurrency=100, target_concurrency=100, target_rate_per_s=1000.0, hold_s=5.0)
+    now_ms = int(time.time() * 1000)
+    for _ in range(4):  # the tenant's breaker on the sink's host opens for a minute
+        permit = await limits.acquire(scene.tenant, "127.0.0.1", caps, now_ms)
+        assert isinstance(permit, Permit)
+        await limits.release(permit, failed=True, now_ms=now_ms)
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
+    short = RetryDoc(max_attempts=3, base_delay_s=0.1, max_delay_s=0.1, max_age_s=1.0)
+    run = await scene.job(HttpTarget(url=scene.sink.url("/held")), retry=short)
+    row = await scene.wait_status(run.run_id, "DEAD", timeout_s=20)
+    assert row["last_error"].startswith("deferred: breaker_open; deferred more than max_age_s 1 s")
+    letters = await eventually(
+        lambda: scene.store.execute("SELECT run_id FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
+    )
+    assert letters == [{"run_id": run.run_id}]
+    assert scene.sink.calls_to("/held") == []
+    await limits.redis.close()
+
+
+async def test_a_stored_job_with_negative_limits_runs_under_the_defaults_instead_of_waiting_forever(
+    scene: Scene,
+) -> None:
+    await scene.worker()
+    target = HttpTarget(url=scene.sink.url("/negative"), max_concurrency=-1, rate_per_s=-1.0)
+    run = await scene.job(target)  # written straight to the store, as a job from before the API refused it
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
+    assert row["attempt"] == 1
+    attempts = await runs.get_attempts(scene.store, run.run_id)
+    assert [a["kind"] for a in attempts if a["kind"] == "deferred"] == []
