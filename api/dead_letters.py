@@ -165,7 +165,7 @@ def _host(text: str | None) -> str | None:
     return None if text is None else canonical_host(text)
 
 
-@routes.delete("/v1/dead-letters/{run_id}")
+@routes.delete("/v1/dead-letters/{run_id:[0-9a-fA-F-]{32,36}}")  # not `purge` or `redrive`
 async def purge_one(request: web.Request) -> web.Response:
     return await idempotent(request, b"", lambda: _purge_one(request))
 
