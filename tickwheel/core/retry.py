@@ -67,7 +67,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return float(text)
     try:
         when = email.utils.parsedate_to_datetime(text)

@@ -125,6 +125,8 @@ def test_retry_after_in_seconds_or_http_date() -> None:
     assert parse_retry_after("soon", now) is None
     assert parse_retry_after(None, now) is None
     assert parse_retry_after("-5", now) is None
+    assert parse_retry_after("²", now) is None  # str.isdigit says yes, float() says ValueError
+    assert parse_retry_after("\uff11\uff12", now) is None
 
 
 def test_backoff_doubles_to_the_cap_with_downward_jitter() -> None:
