@@ -17,6 +17,7 @@ from typing import Any
 
 from coordinator.assignment import next_assignment, unowned
 from coordinator.forecast import forecast
+from coordinator.mover import FarMover
 from coordinator.sweeper import Sweeper
 from schemas.messages import ShardAssignment, decode_assignment, encode
 from tickwheel import metrics
@@ -40,6 +41,7 @@ class Coordinator:
         settings: Settings,
         zk: ZooKeeper,
         sweeper: Sweeper,
+        mover: FarMover,
         store: CassandraStore,
         *,
         name: str,
@@ -48,6 +50,7 @@ class Coordinator:
         self.settings = settings
         self.zk = zk
         self.sweeper = sweeper
+        self.mover = mover
         self.store = store
         self.name = name
         self._clock = clock
@@ -71,7 +74,7 @@ class Coordinator:
         self.zk.on_state(self._on_state)
         for path in (MEMBERS, "/coordinator"):
             await self.zk.ensure_path(path)
-        for loop in (self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop):
+        for loop in (self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop, self._move_loop):
             self._spawn(loop())
 
     async def stop(self) -> None:
@@ -91,6 +94,7 @@ class Coordinator:
         if state is not SessionState.CONNECTED and self.leader:
             log.warning("zookeeper session %s: no longer acting as leader", state.value)
             self.leader = False
+            self.mover.forget()
             self._leader_gone.set()
 
     # -- election -------------------------------------------------------------------------------------------
@@ -194,6 +198,17 @@ class Coordinator:
                 except Exception as exc:
                     log.warning("sweep failed: %s", exc)
 
+    async def _move_loop(self) -> None:
+        while True:
+            if not self.leader:
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await self.mover.move(self.now())
+            except Exception as exc:
+                log.warning("moving far-horizon runs failed: %s", exc)
+            await asyncio.sleep(self.settings.coordinator.far_move_interval_s)
+
     async def _forecast_loop(self) -> None:
         cfg = self.settings.coordinator
         while True:
@@ -234,7 +249,8 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
     producer = KafkaProducer(settings.kafka)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
-    coordinator = Coordinator(settings, zk, Sweeper(settings, store, producer), store, name=name)
+    sweeper, mover = Sweeper(settings, store, producer), FarMover(settings, store, producer)
+    coordinator = Coordinator(settings, zk, sweeper, mover, store, name=name)
     health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
     await health.start()
     await coordinator.start()

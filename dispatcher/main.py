@@ -7,6 +7,8 @@ import asyncio
 import logging
 import os
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dispatcher.engine import Dispatcher
@@ -49,15 +51,22 @@ class Running:
             await self.store.close()
 
 
-async def start(settings: Settings, *, store: CassandraStore | None = None, name: str | None = None) -> Running:
-    """Connect, register and start firing; returns the handle to stop it."""
+async def start(
+    settings: Settings,
+    *,
+    store: CassandraStore | None = None,
+    name: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Running:
+    """Connect, register and start firing; returns the handle to stop it. `clock` (epoch seconds) is the
+    engine's wall clock (tests move it years ahead)."""
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     own_store = store is None
     store = store or await CassandraStore.connect(settings.cassandra)
     producer = KafkaProducer(settings.kafka, linger_ms=1)
     consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
     near = NearFeed(settings, consumer)
-    engine = Dispatcher(settings, store, producer, near, name=name)
+    engine = Dispatcher(settings, store, producer, near, name=name, clock=clock)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
     membership = Membership(zk, engine, liveness_interval_s=settings.dispatcher.liveness_interval_s)

@@ -125,6 +125,8 @@ class CoordinatorSettings:
     sweep_grace_s: int = 300
     sweep_page_size: int = 500
     forecast_interval_s: float = 30.0
+    far_move_interval_s: float = 300.0
+    far_lookback_days: int = 7
 
 
 @dataclass(frozen=True, slots=True)

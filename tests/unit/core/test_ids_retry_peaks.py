@@ -138,6 +138,12 @@ def test_backoff_doubles_to_the_cap_with_downward_jitter() -> None:
     assert next_delay_s(policy, 10_000, rand=0.999) <= 300.0
 
 
+def test_a_retry_after_longer_than_a_day_waits_a_day() -> None:
+    # The retry row goes to its minute bucket (14-day TTL): a Retry-After of 30 days would outlive it and be lost.
+    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=300.0, max_age_s=None)
+    assert next_delay_s(policy, 1, rand=0.0, retry_after_s=30 * 86_400) == 86_400.0
+
+
 def test_decide_retries_then_dies_with_a_reason() -> None:
     policy = RetryPolicy(max_attempts=3, max_age_s=3600)
     first = datetime(2026, 1, 1, tzinfo=UTC)
