@@ -365,8 +365,10 @@ class Dispatcher:
             if run.shard not in self.owned:
                 self.watermarks.release(run.shard, key)
                 return
-            if needs_chain(run):
-                await self._chain(run)
+            if needs_chain(run) and not await self._chain(run):  # held back by the job's catch-up or overlap
+                self.watermarks.release(run.shard, key)
+                self.recent.add(key)
+                return
             if not self.can_fire():  # paused while waiting: put it back, it goes out on resume (or is dropped)
                 self._requeue(key, run, run.fire_at_ms)
                 return
@@ -402,19 +404,24 @@ class Dispatcher:
         elif run.shard not in self.owned:
             self.watermarks.release(run.shard, key)
 
-    async def _chain(self, run: DueRun) -> None:
+    async def _chain(self, run: DueRun) -> bool:
+        """Chain the run's job; False when its catch-up or overlap policy holds this run back."""
+        cfg = self.cfg
         try:
-            result, following = await chain(self.store, run, self.now())
+            step = await chain(
+                self.store, run, self.now(), missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s
+            )
         except Exception as exc:  # the run still fires; the sweeper repairs the chain and says so
             metrics.chained.labels(result="error").inc()
             log.warning("chaining failed: %s", exc, extra=_context(run))
-            return
-        metrics.chained.labels(result=result.value).inc()
-        if following is not None and self.loaded_until is not None:
-            # The next run may fall inside the horizon already loaded (short intervals): take it directly.
+            return True
+        metrics.chained.labels(result=step.result.value).inc()
+        # The next run (or this one, buffered) may fall inside the horizon already loaded: take it directly.
+        written = [r for r in (step.following, step.later) if r is not None]
+        if written and self.loaded_until is not None:
             until_ms = epoch_ms(self.loaded_until)
-            if epoch_ms(following.fire_at) < until_ms:
-                self._insert_all([buckets.due_run_for(following)])
+            self._insert_all([buckets.due_run_for(r) for r in written if epoch_ms(r.fire_at) < until_ms])
+        return step.send
 
     # -- checkpoints ----------------------------------------------------------------------------------------
     async def _checkpoint_loop(self) -> None:

@@ -32,10 +32,10 @@ class ScheduleDoc(Base):
     max_runs: int | None = None
     dst_gap: Literal["run_after_gap", "skip"] = "run_after_gap"
     dst_repeat: Literal["first", "second", "both"] = "first"
-    catch_up: Literal["latest", "all", "none"] = "latest"
+    catch_up: Literal["latest", "all", "skip", "none"] = "latest"  # "none": the older spelling of "skip"
     catch_up_max_count: int = 10
     catch_up_max_age_s: int = 86_400
-    overlap: Literal["allow", "skip"] = "allow"
+    overlap: Literal["allow", "skip", "buffer_one"] = "allow"
 
 
 class HttpTarget(Base, tag="http", tag_field="type"):

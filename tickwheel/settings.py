@@ -90,6 +90,8 @@ class DispatcherSettings:
     fire_concurrency: int = 256
     checkpoint_step_s: float = 10.0
     liveness_interval_s: float = 1.0
+    missed_after_s: float = 60.0
+    overlap_recheck_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,6 @@ whose clock is moved to the due time (no waiting)."""
 from __future__ import annotations
 
 import time
-import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -13,7 +12,7 @@ import pytest
 import dispatcher.main as dispatcher_main
 from coordinator.mover import FarMover
 from schemas.messages import HttpTarget, JobDefinition, ScheduleDoc
-from tests.integration.dispatch.conftest import Cluster, LaneReader, new_run
+from tests.integration.dispatch.conftest import Cluster, LaneReader, write_job
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.core.horizon import MAX_TTL_S, RUN_RETENTION, day_of
 from tickwheel.core.ids import minute_bucket
@@ -23,7 +22,6 @@ from tickwheel.settings import Settings
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import ChainResult, chain
-from tickwheel.store.jobs import Job, JobState, create_job
 from tickwheel.store.runs import NewRun, RunStatus, get_run
 
 SLACK_S = 120
@@ -34,46 +32,21 @@ def _naive(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(tzinfo=None)
 
 
-async def write_job(store: CassandraStore, schedule: ScheduleDoc, first_at: datetime, now: datetime) -> NewRun:
-    """A job and its first run, written as the API writes them (store.jobs.create_job)."""
-    job_id = uuid.uuid4()
-    definition = JobDefinition(schedule=schedule, target=HttpTarget(url="https://example.test/hook"))
-    run = new_run(job_id, first_at)
-    job = Job(
-        job_id=job_id,
-        tenant_id="t",
-        shard=run.shard,
-        state=JobState.ACTIVE,
-        version=1,
-        definition=definition,
-        lane="default",
-        next_run_at=first_at,
-        next_run_id=run.run_id,
-        fired_count=0,
-        last_run_id=None,
-        last_run_status=None,
-        created_at=now,
-        updated_at=now,
-    )
-    await create_job(store, job, run, now)
-    return run
-
-
 async def far_run(store: CassandraStore, case: str, now: datetime) -> NewRun:
     """The run of `case` that is due far ahead: a once job's only run, or the run a cron chains at fire time."""
     whole = now.replace(microsecond=0)
     if case.startswith("once"):
         ahead = {"once in 20 days": timedelta(days=20), "once in 400 days": timedelta(days=400)}
         due = whole + ahead.get(case, timedelta(days=365 * 30 + 7))
-        return await write_job(store, ScheduleDoc(type="once", run_at=due.isoformat()), due, now)
+        return await write_job(store, ScheduleDoc(type="once", run_at=due.isoformat()), due)
     expr = {"monthly cron": "0 0 1 * *", "yearly cron": "0 0 1 1 *"}[case]
     schedule = ScheduleDoc(type="cron", expr=expr, tz="UTC")
     current_at = next_fire(schedule_of(JobDefinition(schedule=schedule, target=HttpTarget(url="https://x.io"))), now)
     assert current_at is not None
-    current = await write_job(store, schedule, current_at, now)
-    result, following = await chain(store, due_run_for(current), now)  # what the dispatcher does when it fires
-    assert result is ChainResult.CHAINED and following is not None
-    return following
+    current = await write_job(store, schedule, current_at)
+    step = await chain(store, due_run_for(current), now)  # what the dispatcher does when it fires
+    assert step.result is ChainResult.CHAINED and step.following is not None
+    return step.following
 
 
 async def ttl_of(store: CassandraStore, query: str, params: list[object]) -> int | None:
@@ -154,7 +127,7 @@ async def test_a_near_run_is_written_to_its_bucket_and_a_cancelled_far_run_is_dr
 ) -> None:
     now = datetime.now(UTC).replace(microsecond=0)
     near = await write_job(
-        store, ScheduleDoc(type="once", run_at=(now + timedelta(days=6)).isoformat()), now + timedelta(days=6), now
+        store, ScheduleDoc(type="once", run_at=(now + timedelta(days=6)).isoformat()), now + timedelta(days=6)
     )
     rows = await store.execute(
         "SELECT run_id FROM runs_by_bucket WHERE bucket = ? AND shard = ?",
@@ -163,7 +136,7 @@ async def test_a_near_run_is_written_to_its_bucket_and_a_cancelled_far_run_is_dr
     assert [r["run_id"] for r in rows] == [near.run_id]
 
     due = now + timedelta(days=40)
-    cancelled = await write_job(store, ScheduleDoc(type="once", run_at=due.isoformat()), due, now)
+    cancelled = await write_job(store, ScheduleDoc(type="once", run_at=due.isoformat()), due)
     await store.execute("UPDATE runs SET status = 'CANCELLED' WHERE run_id = ?", [cancelled.run_id])
     producer = KafkaProducer(dsettings.kafka)
     try:
