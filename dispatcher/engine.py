@@ -83,6 +83,7 @@ class Dispatcher:
         self.written: dict[int, int] = {}
         self.session = SessionState.CONNECTED
         self.paused = True  # until registered
+        self.leaving = False
         self.last_alive = monotonic()
         self.fired_count = 0
         self._wake = asyncio.Event()
@@ -165,6 +166,8 @@ class Dispatcher:
         while True:
             await self._reconcile.wait()
             self._reconcile.clear()
+            if self.leaving:  # our shards stay ours until their new owners fence us (hand_over)
+                continue
             try:
                 await self.apply(plan_ownership(frozenset(self.owned), self.assignment, self.member))
             except Exception:
@@ -190,6 +193,33 @@ class Dispatcher:
                     len(change.removed),
                 )
             metrics.owned_shards.set(len(self.owned))
+
+    def begin_leaving(self) -> None:
+        """A rolling restart: keep firing the shards we own, take no new assignment, until hand_over is done."""
+        self.leaving = True
+
+    async def hand_over(self, timeout_s: float, poll_s: float = 0.25) -> int:
+        """Leaving: write our watermarks now, then keep firing each shard until its new owner has taken it:
+        checkpointed under a newer epoch a watermark past the instant we began leaving, so it has sent the runs
+        it re-fires from our mark (minus the grace) and fires the current ones. Both fire meanwhile (the claim
+        makes the second call harmless); nobody fires nothing. Returns how many shards nobody took in time."""
+        with contextlib.suppress(Exception):  # a mark not written only means a longer re-fire by the new owner
+            await self.checkpoint(force=True)
+        began = self.now()
+        deadline = self._monotonic() + timeout_s
+        while self.owned and self._monotonic() < deadline:
+            try:
+                marks = await checkpoints.read(self.store, set(self.owned))
+            except Exception as exc:
+                log.warning("reading checkpoints during the handover failed: %s", exc)
+                marks = {}
+            for shard, mark in marks.items():
+                if mark.owner_epoch > self.epoch and mark.fired_through >= began and shard in self.owned:
+                    self._drop_shard(shard)
+            if self.owned:
+                await self._sleep(poll_s)
+        log.info("handover done: %d shards left without a new owner", len(self.owned))
+        return len(self.owned)
 
     def _drop_shard(self, shard: int) -> None:
         self.owned.pop(shard, None)
@@ -432,13 +462,14 @@ class Dispatcher:
             except Exception as exc:
                 log.warning("checkpoint failed: %s", exc)
 
-    async def checkpoint(self) -> dict[int, bool]:
+    async def checkpoint(self, *, force: bool = False) -> dict[int, bool]:
+        """Write the watermarks that moved a checkpoint step (`force`: every one that moved at all)."""
         if not self.can_fire() or self.member is None:
             return {}
         marks = {s: self.watermarks.mark(s, self.fired_through_ms) for s, st in self.owned.items() if st.scanned}
         if marks:
             metrics.checkpoint_lag.set(max(0, self.now_ms() - min(marks.values())) / 1000)
-        due = firing.checkpoints_due(marks, self.written, int(self.cfg.checkpoint_step_s * 1000))
+        due = firing.checkpoints_due(marks, self.written, 1 if force else int(self.cfg.checkpoint_step_s * 1000))
         if not due:
             return {}
         at = {s: datetime.fromtimestamp(ms / 1000, UTC) for s, ms in due.items()}
@@ -447,7 +478,7 @@ class Dispatcher:
         for shard, applied in results.items():
             if applied:
                 self.written[shard] = due[shard]
-            elif shard in self.owned:
+            elif shard in self.owned and not self.leaving:  # leaving: hand_over drops it once taken over
                 log.warning("shard %d is fenced by a newer epoch than %d: dropping it", shard, epoch)
                 self._drop_shard(shard)
         return results

@@ -119,6 +119,15 @@ class ShardAssignment(Base):
     members: dict[str, list[tuple[int, int]]] = {}
 
 
+class DispatcherMember(Base):
+    """The data of a dispatcher's member znode: its name and where its health server listens, which the
+    coordinator probes to notice a dead process long before its ZooKeeper session expires."""
+
+    name: str
+    host: str
+    port: int
+
+
 _json_encoder = msgspec.json.Encoder()
 
 
@@ -148,3 +157,11 @@ def topic_names(prefix: str) -> dict[str, str]:
 
 def decode_assignment(data: bytes | str) -> ShardAssignment:
     return msgspec.json.decode(data, type=ShardAssignment)
+
+
+def decode_member(data: bytes | str) -> DispatcherMember | None:
+    """A member znode's data; None for data written by an older dispatcher (`host:name`)."""
+    try:
+        return msgspec.json.decode(data, type=DispatcherMember)
+    except msgspec.DecodeError:
+        return None

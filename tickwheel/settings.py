@@ -92,6 +92,7 @@ class DispatcherSettings:
     liveness_interval_s: float = 1.0
     missed_after_s: float = 60.0
     overlap_recheck_s: float = 5.0
+    handover_timeout_s: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +130,7 @@ class CoordinatorSettings:
     forecast_interval_s: float = 30.0
     far_move_interval_s: float = 300.0
     far_lookback_days: int = 7
+    member_probe_interval_s: float = 0.5
 
 
 @dataclass(frozen=True, slots=True)
