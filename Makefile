@@ -6,9 +6,10 @@ STAMP := $(VENV)/.installed
 
 .PHONY: install run down test lint unit integration e2e deploy-check bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml client/pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e ./client
 	$(BIN)/pip install -q -e '.[dev,bench]'
 	touch $(STAMP)
 
@@ -23,7 +24,7 @@ down: install
 
 lint: install
 	$(BIN)/ruff check .
-	$(BIN)/mypy tickwheel/core
+	$(BIN)/mypy tickwheel api dispatcher worker coordinator schemas tests client/tickwheel_client
 
 # Everything: lint, then unit, integration and end-to-end tests against the real local servers.
 test: install lint

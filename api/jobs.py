@@ -134,12 +134,15 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
     )
     now = api_of(request).clock()
     for row in rows:
-        if to_utc(row["scheduled_at"]) <= now and (row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED"):
+        scheduled_at = to_utc(row["scheduled_at"])
+        if scheduled_at is None or scheduled_at > now:
+            continue
+        if row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED":
             return {
                 "id": str(row["run_id"]),
                 "status": row["status"],
                 "attempt": row["attempt"],
-                "scheduled_at": instant(to_utc(row["scheduled_at"])),
+                "scheduled_at": instant(scheduled_at),
             }
     return None
 

@@ -20,7 +20,7 @@ class Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="came
     pass
 
 
-class ScheduleDoc(Base):
+class ScheduleDoc(Base, frozen=True):
     type: Literal["once", "cron", "interval"]
     run_at: str | None = None
     expr: str | None = None
@@ -38,7 +38,7 @@ class ScheduleDoc(Base):
     overlap: Literal["allow", "skip", "buffer_one"] = "allow"
 
 
-class HttpTarget(Base, tag="http", tag_field="type"):
+class HttpTarget(Base, frozen=True, tag="http", tag_field="type"):
     url: str
     method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"] = "POST"
     headers: dict[str, str] = {}
@@ -50,7 +50,7 @@ class HttpTarget(Base, tag="http", tag_field="type"):
     rate_per_s: float | None = None
 
 
-class KafkaTarget(Base, tag="kafka", tag_field="type"):
+class KafkaTarget(Base, frozen=True, tag="kafka", tag_field="type"):
     topic: str
     key: str | None = None
 
@@ -58,7 +58,7 @@ class KafkaTarget(Base, tag="kafka", tag_field="type"):
 Target = HttpTarget | KafkaTarget
 
 
-class RetryDoc(Base):
+class RetryDoc(Base, frozen=True):
     max_attempts: int = 5
     base_delay_s: float = 1.0
     max_delay_s: float = 300.0
@@ -66,7 +66,7 @@ class RetryDoc(Base):
     jitter: float = 0.2
 
 
-class JobDefinition(Base):
+class JobDefinition(Base, frozen=True):
     """What a tenant asked for; stored as one document in `jobs.definition`."""
 
     schedule: ScheduleDoc
@@ -81,7 +81,7 @@ class JobDefinition(Base):
     name: str | None = None
 
 
-class DueRun(Base):
+class DueRun(Base, frozen=True):
     """A run row that is due: announced on the near-term topic and fired onto a lane topic."""
 
     run_id: uuid.UUID
@@ -98,7 +98,7 @@ class DueRun(Base):
     fired_at_ms: int = 0
 
 
-class OwnerAlert(Base):
+class OwnerAlert(Base, frozen=True):
     """Sent (signed) to a job owner's alert target when one of their runs is dead-lettered."""
 
     type: Literal["run.dead"]
@@ -110,7 +110,7 @@ class OwnerAlert(Base):
     dead_at: str
 
 
-class ShardAssignment(Base):
+class ShardAssignment(Base, frozen=True):
     """The coordinator's shard assignment, published at /dispatchers/assignment in ZooKeeper. `epoch` grows
     with every change and fences checkpoint writes; `members` maps a member znode name to [start, end) ranges."""
 
@@ -150,7 +150,7 @@ def decode_alert(data: bytes | str) -> OwnerAlert:
 
 def topic_names(prefix: str) -> dict[str, str]:
     """The platform's Kafka topics under a prefix (a test namespace, or '' in production)."""
-    names = {lane: f"{prefix}tickwheel.runs.{lane}" for lane in LANES}
+    names: dict[str, str] = {lane: f"{prefix}tickwheel.runs.{lane}" for lane in LANES}
     names["near"] = f"{prefix}tickwheel.near"
     return names
 

@@ -3,6 +3,11 @@
 Each command module contributes its sub-commands through `add_commands(subparsers)`; the process packages
 (api, dispatcher, worker, coordinator) are loaded by name, so the shared package never imports them at import
 time and no process imports another.
+
+The tenant-facing commands (`jobs`, `runs`, `dlq`, `completion`) belong to the client distribution
+(`client/`, package `tickwheel_client`), which installs a `tickwheel` script of its own. Each front door hands
+the other's commands over: `main` here passes those to `tickwheel_client.cli.main`, and the client's passes
+the server's commands (`server_commands`) here, so one `tickwheel` offers both whichever script is installed.
 """
 
 from __future__ import annotations
@@ -10,6 +15,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import importlib.util
+import os
 import sys
 from collections.abc import Sequence
 
@@ -21,7 +28,6 @@ COMMAND_MODULES = (
     "tickwheel.stack",
     "tickwheel.commands",
     "tickwheel.platform",
-    "tickwheel.client",
     "api.commands",
     "dispatcher.commands",
     "worker.commands",
@@ -29,9 +35,25 @@ COMMAND_MODULES = (
 )
 
 
+CLIENT_COMMANDS = {
+    "jobs": "create, list, get, edit, pause, resume, delete, preview jobs (tickwheel_client)",
+    "runs": "a job's runs, one run with its attempts (tickwheel_client)",
+    "dlq": "dead letters: list, redrive [--dry-run] (tickwheel_client)",
+    "completion": "print the shell completion script (tickwheel_client)",
+}
+CLIENT_OPTIONS = ("--profile", "--api-url")
+COMPLETION_VARIABLE = "_TICKWHEEL_COMPLETE"
+
+
 def build_parser() -> argparse.ArgumentParser:
+    return _parser_and_commands()[0]
+
+
+def _parser_and_commands() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(prog="tickwheel", description="tickwheel: a distributed job scheduler")
     subparsers = parser.add_subparsers(dest="command", required=True)
+    for name, help_text in CLIENT_COMMANDS.items():  # listed in --help; main() hands them to the client
+        subparsers.add_parser(name, help=help_text, add_help=False)
     for name in COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
@@ -41,10 +63,29 @@ def build_parser() -> argparse.ArgumentParser:
             raise
         adder = getattr(module, "add_commands", None) or module.add_stack_commands
         adder(subparsers)
-    return parser
+    return parser, subparsers
+
+
+def server_commands() -> dict[str, str]:
+    """The commands this package runs, with their help (the client's front door lists them)."""
+    _, subparsers = _parser_and_commands()
+    listed = subparsers._choices_actions  # argparse keeps each command's help only there
+    return {choice.dest: choice.help or "" for choice in listed if choice.dest not in CLIENT_COMMANDS}
+
+
+def _for_client(argv: Sequence[str]) -> bool:
+    first = argv[0] if argv else ""
+    return first in CLIENT_COMMANDS or first.split("=")[0] in CLIENT_OPTIONS or COMPLETION_VARIABLE in os.environ
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if _for_client(argv):
+        if importlib.util.find_spec("tickwheel_client") is None:
+            print("tickwheel: the tenant commands come with the client: pip install ./client", file=sys.stderr)
+            return 2
+        client_cli = importlib.import_module("tickwheel_client.cli.main")
+        return int(client_cli.main(argv))
     args = build_parser().parse_args(argv)
     try:
         result = args.func(args)

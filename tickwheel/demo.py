@@ -90,8 +90,9 @@ async def run_demo(settings: Settings, stack_dir: Path) -> int:
         jobs = await _create_jobs(http, api, demo_jobs(sink, datetime.now(UTC)))
         ok = await _watch(http, api, jobs)
     print("\nlook further:")
-    print(f"  .venv/bin/tickwheel jobs --api-key $(cat {key_file})")
-    print(f"  .venv/bin/tickwheel runs JOB_ID --api-key $(cat {key_file})")
+    print(f"  export TICKWHEEL_API_URL={api} TICKWHEEL_API_KEY=$(cat {key_file})")
+    print("  .venv/bin/tickwheel jobs list                                     # the demo's jobs")
+    print("  .venv/bin/tickwheel runs list JOB_ID                              # a job's runs")
     print(f"  curl -s {sink}/_sink/calls | python3 -m json.tool | less      # what the sink received")
     print("  .venv/bin/tickwheel down [--all]                                  # stop")
     return 0 if ok else 1

@@ -26,8 +26,10 @@ ENDPOINT_KEYS = {
     "TICKWHEEL_ZOOKEEPER": ("zookeeper", "hosts"),
     "TICKWHEEL_REDIS": ("redis", "url"),
 }
-# Keys read by other tools (the stack launcher, the CLI) rather than by this tree.
-PASS_THROUGH_KEYS = frozenset({"TICKWHEEL_STACK_DIR", "TICKWHEEL_ENV_FILE"})
+# Keys read by other tools (the stack launcher, the CLI, the tenant client) rather than by this tree.
+PASS_THROUGH_KEYS = frozenset(
+    {"TICKWHEEL_STACK_DIR", "TICKWHEEL_ENV_FILE", "TICKWHEEL_API_URL", "TICKWHEEL_API_KEY", "TICKWHEEL_PROFILE"}
+)
 
 
 @dataclass(frozen=True, slots=True)

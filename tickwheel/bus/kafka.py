@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
 
 from tickwheel.errors import Unavailable
 from tickwheel.settings import KafkaSettings
@@ -99,7 +100,10 @@ def _settle(acked: asyncio.Future[tuple[int, int]], err: KafkaError | None, msg:
     if err is not None:
         acked.set_exception(Unavailable(f"Kafka did not acknowledge: {err.str()}"))
     else:
-        acked.set_result((msg.partition(), msg.offset()))
+        partition, offset = msg.partition(), msg.offset()
+        # A delivered message always has both; the C client types them optional for undelivered ones.
+        assert partition is not None and offset is not None
+        acked.set_result((partition, offset))
 
 
 class KafkaConsumer:
@@ -135,9 +139,10 @@ class KafkaConsumer:
             }
 
         try:
-            return await self._run(read)
+            offsets: dict[int, int] = await self._run(read)
         except KafkaException as exc:
             raise Unavailable(f"Kafka did not report offsets: {exc}") from exc
+        return offsets
 
     async def poll(self, max_records: int = 500, timeout_s: float = 0.5) -> list[Record]:
         messages = await self._run(self._consumer.consume, max_records, timeout_s)
@@ -167,13 +172,16 @@ class KafkaConsumer:
 
 
 def _record(msg: Message) -> Record:
+    topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
+    # A consumed message (not an error event) always has its position.
+    assert topic is not None and partition is not None and offset is not None
     return Record(
-        topic=msg.topic(),
-        partition=msg.partition(),
-        offset=msg.offset(),
+        topic=topic,
+        partition=partition,
+        offset=offset,
         key=msg.key(),
         value=msg.value() or b"",
-        headers=tuple(msg.headers() or ()),
+        headers=_headers(msg),
         timestamp_ms=msg.timestamp()[1],
     )
 
@@ -206,3 +214,10 @@ async def partitions_of(settings: KafkaSettings, topic: str) -> int:
     except KafkaException as exc:
         raise Unavailable(f"Kafka at {settings.bootstrap} is unavailable: {exc}") from exc
     return len(metadata.topics[topic].partitions)
+
+
+def _headers(msg: Message) -> tuple[tuple[str, bytes], ...]:
+    """The message's headers as (name, value) pairs; a header without a value reads as empty bytes."""
+    raw = msg.headers() or ()
+    pairs = raw.items() if isinstance(raw, dict) else raw
+    return tuple((name, value.encode() if isinstance(value, str) else value or b"") for name, value in pairs)

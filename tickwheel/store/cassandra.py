@@ -75,7 +75,7 @@ class CassandraStore:
         """Prepare once per session; later calls return the cached statement (blocks only the first time)."""
         statement = self._prepared.get(cql)
         if statement is None:
-            statement = self._session.prepare(cql)
+            statement = self._call(self._session.prepare, cql)  # a cluster out of reach is Unavailable, not a 500
             self._prepared[cql] = statement
         return statement
 

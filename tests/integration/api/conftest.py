@@ -76,7 +76,7 @@ async def make_client(
 
     @web.middleware
     async def record(request: web.Request, handler: Any) -> web.StreamResponse:
-        response = await handler(request)
+        response: web.StreamResponse = await handler(request)
         resource = request.match_info.route.resource
         if resource is not None:  # unmatched paths are aiohttp's 404, not a documented route
             seen.append((resource.canonical, request.method, response.status))

@@ -11,8 +11,7 @@ import asyncio
 import time
 from typing import Any
 
-from api_bodies import cron_job
-
+from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import STACK_DIR, Caller
 from tickwheel.stack import start_server, stop_server
 

@@ -6,9 +6,9 @@ import base64
 from typing import Any
 
 import pytest
-from api_bodies import cron_job
 
 from api.meta import openapi_document
+from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import Caller
 
 
@@ -125,7 +125,7 @@ async def test_probes_metrics_and_the_openapi_document(client: Any):
 def test_every_route_is_documented_and_every_documented_route_exists():
     from aiohttp import web
 
-    from api.app import dead_letters, jobs, meta, runs
+    from api import dead_letters, jobs, meta, runs
 
     app = web.Application()
     for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes):

@@ -5,11 +5,11 @@ from __future__ import annotations
 import asyncio
 import uuid
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
-from api_bodies import cron_job, once_job
-
 from schemas.messages import decode_due_run, topic_names
+from tests.integration.api.api_bodies import cron_job, once_job
 from tests.integration.api.conftest import Caller
 from tickwheel.bus.kafka import KafkaConsumer
 from tickwheel.core.ids import run_id_for, shard_of
@@ -68,7 +68,7 @@ async def test_get_list_patch_and_delete_keep_two_tenants_apart(alice: Caller, b
     job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
     path = f"/v1/jobs/{job['id']}"
     assert (await alice.call("GET", path)).status == 200
-    for method, url, kwargs in [
+    requests: list[tuple[str, str, dict[str, Any]]] = [
         ("GET", path, {}),
         ("GET", f"{path}/runs", {}),
         ("GET", f"{path}/preview", {}),
@@ -77,7 +77,8 @@ async def test_get_list_patch_and_delete_keep_two_tenants_apart(alice: Caller, b
         ("GET", f"/v1/runs/{job['next_run_id']}", {}),
         ("POST", f"/v1/runs/{job['next_run_id']}/heartbeat", {"json": {"attempt": 1}}),
         ("POST", f"/v1/dead-letters/{job['next_run_id']}/redrive", {}),
-    ]:
+    ]
+    for method, url, kwargs in requests:
         response = await bob.call(method, url, **kwargs)
         assert response.status == 404, (method, url, await response.text())
         assert response.content_type == "application/problem+json"

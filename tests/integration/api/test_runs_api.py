@@ -5,8 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from api_bodies import cron_job
-
+from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import Caller
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore

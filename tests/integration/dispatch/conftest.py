@@ -8,6 +8,7 @@ import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -60,7 +61,7 @@ async def cluster(dsettings: Settings, store: CassandraStore) -> AsyncIterator[C
     """start(n, **dispatcher setting overrides) -> n dispatchers beside one coordinator, all stopped after."""
     started: list[dispatcher_main.Running | coordinator_main.Running] = []
 
-    async def start(n: int = 1, **overrides: object) -> list[dispatcher_main.Running]:
+    async def start(n: int = 1, **overrides: Any) -> list[dispatcher_main.Running]:
         s = dataclasses.replace(dsettings, dispatcher=dataclasses.replace(dsettings.dispatcher, **overrides))
         if not any(isinstance(r, coordinator_main.Running) for r in started):
             started.append(await coordinator_main.start(s, store=store, name="coord-a"))
@@ -188,7 +189,7 @@ async def write_job(
 ) -> NewRun:
     """An ACTIVE job with `schedule` (version 1) and its first run at `first_at`, as the API writes them."""
     job_id = uuid.uuid4()
-    definition = JobDefinition(schedule=schedule, target=HttpTarget(url="https://example.test/hook"), priority=lane)
+    definition = JobDefinition(schedule=schedule, target=HttpTarget(url="https://example.test/hook"), priority=lane)  # type: ignore[arg-type]
     run = new_run(job_id, first_at, lane=lane)
     now = datetime.now(UTC)
     await store.execute(

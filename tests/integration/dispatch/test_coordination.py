@@ -42,6 +42,7 @@ async def test_one_coordinator_leads_and_another_takes_over_when_it_stops(
         before = leader.coordinator.assignment
         await leader.stop()
         await wait_until(lambda: other.coordinator.leader)
+        assert before is not None
         published = await other.coordinator.publish(["m-0000000001"])
         assert published is not None and published.epoch == before.epoch + 1
         assert published.members == {"m-0000000001": [(0, SHARDS)]}

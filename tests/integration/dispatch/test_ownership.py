@@ -22,7 +22,8 @@ async def test_three_dispatchers_split_the_shards_with_no_overlap_and_two_take_o
     await wait_until(lambda: covered(dispatchers) and all(len(s) >= SHARDS // 3 for s in spans(dispatchers)))
     a, b, c = spans(dispatchers)
     assert not (a & b or b & c or a & c)
-    assert {d.engine.epoch for d in dispatchers} == {dispatchers[0].engine.assignment.epoch}
+    first = dispatchers[0].engine.assignment
+    assert first is not None and {d.engine.epoch for d in dispatchers} == {first.epoch}
     kept_a, kept_b = a, b
     await dispatchers[2].stop()
     await wait_until(lambda: covered(dispatchers[:2]))

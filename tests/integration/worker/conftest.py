@@ -160,7 +160,10 @@ class Scene:
         return row
 
     async def wait_status(self, run_id: uuid.UUID, *statuses: str, timeout_s: float = 15.0) -> dict[str, Any]:
-        return await eventually(lambda: self.run_row(run_id), lambda r: r["status"] in statuses, timeout_s)
+        row: dict[str, Any] = await eventually(
+            lambda: self.run_row(run_id), lambda r: r["status"] in statuses, timeout_s
+        )
+        return row
 
 
 async def eventually(

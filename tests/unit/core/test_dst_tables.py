@@ -10,7 +10,7 @@ from tickwheel.core.schedule import CronSchedule, DstGapPolicy, DstRepeatPolicy,
 
 
 def utc(*parts: int) -> datetime:
-    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc]
+    return datetime(*parts, tzinfo=UTC)  # type: ignore[misc,arg-type]
 
 
 def fires(schedule: CronSchedule, after: datetime, count: int) -> list[tuple[str, str | None]]:

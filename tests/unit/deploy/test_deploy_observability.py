@@ -21,7 +21,7 @@ KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "boo
 
 def exported_series() -> set[str]:
     """Every series name prometheus_client writes for the metrics of tickwheel/metrics.py."""
-    names = set()
+    names: set[str] = set()
     for value in vars(metrics).values():
         if isinstance(value, MetricWrapperBase):
             for family in value.describe():

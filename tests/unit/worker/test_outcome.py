@@ -23,7 +23,7 @@ def definition(target: HttpTarget | KafkaTarget | None = None, **fields: object)
     )
 
 
-def verdict(result: CallResult, job: JobDefinition | None = None, attempt: int = 1):  # type: ignore[no-untyped-def]
+def verdict(result: CallResult, job: JobDefinition | None = None, attempt: int = 1):
     job = job or definition()
     return judge(result, job, retry_policy_of(job), attempt, NOW, NOW, rand=0.0)
 

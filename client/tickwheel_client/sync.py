@@ -1,0 +1,191 @@
+"""`Client`: the job API, blocking. `AsyncClient` (aio.py) has the same methods, awaited."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import httpx
+
+from . import models as m
+from . import operations as ops
+from ._shared import answer_pause_s, http_options, model_of, resolve
+from .config import Config
+from .errors import ConnectionFailed
+from .retry import DEFAULT_RETRIES, Retries, pause_s
+
+T = TypeVar("T")
+Id = uuid.UUID | str
+
+
+class Client:
+    """The tenant's view of the job API. Mutations carry an Idempotency-Key and are retried with it."""
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        api_url: str | None = None,
+        api_key: str | None = None,
+        profile: str | None = None,
+        retries: Retries = DEFAULT_RETRIES,
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.config = resolve(config, api_url, api_key, profile)
+        self._retries = retries
+        self._sleep = sleep
+        self._http = httpx.Client(transport=transport, **http_options(self.config))
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    def _send(self, call: ops.Call[T]) -> T:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._http.send(call.build(self._http))
+            except httpx.TransportError as exc:
+                delay = pause_s(self._retries, attempt, None)
+                if delay is None:
+                    raise ConnectionFailed(f"{call.method} {call.path}: {type(exc).__name__}: {exc}") from exc
+            else:
+                delay = answer_pause_s(response, self._retries, attempt)
+                if delay is None:
+                    return ops.finish(call, response)
+            self._sleep(delay)
+
+    def _pages(self, page: Callable[[str | None], ops.Call[m.Page[T]]]) -> Iterator[T]:
+        cursor: str | None = None
+        while True:
+            got = self._send(page(cursor))
+            yield from got.items
+            if not got.next_cursor:
+                return
+            cursor = got.next_cursor
+
+    def health(self) -> dict[str, Any]:
+        """GET /healthz: the API process is alive."""
+        return self._send(ops.health())
+
+    def ready(self) -> dict[str, Any]:
+        """GET /readyz: Cassandra and Kafka answer (Unavailable otherwise)."""
+        return self._send(ops.ready())
+
+    def metrics(self) -> str:
+        """GET /metrics: the Prometheus text."""
+        return self._send(ops.metrics())
+
+    def openapi(self) -> dict[str, Any]:
+        """GET /v1/openapi.json: the API's own description."""
+        return self._send(ops.openapi())
+
+    def create_job(
+        self, spec: m.JobSpec | None = None, /, *, idempotency_key: str | None = None, **fields: Any
+    ) -> m.Job:
+        """Create a job from a JobSpec or its fields (schedule=, target=, payload=, ...)."""
+        return self._send(ops.create_job(model_of(m.JobSpec, spec, fields), idempotency_key))
+
+    def list_jobs(
+        self, *, state: m.JobState | str | None = None, label: str | None = None, page_size: int | None = None
+    ) -> Iterator[m.Job]:
+        """Every job (optionally by state, or `label="k=v"`), following next_cursor page after page."""
+        return self._pages(lambda cursor: ops.list_jobs(state, label, cursor, page_size))
+
+    def get_job(self, job_id: Id) -> m.Job:
+        """One job, with its last run."""
+        return self._send(ops.get_job(job_id))
+
+    def update_job(
+        self,
+        job_id: Id,
+        patch: m.JobPatch | None = None,
+        /,
+        *,
+        version: int | None = None,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.Job:
+        """Change a job (If-Match: `version`, else the version read just before); fields left out are kept."""
+        if version is None:
+            version = self.get_job(job_id).version
+        return self._send(ops.update_job(job_id, model_of(m.JobPatch, patch, fields), version, idempotency_key))
+
+    def pause_job(self, job_id: Id, *, version: int | None = None, idempotency_key: str | None = None) -> m.Job:
+        """Pause: its scheduled run is cancelled, nothing fires until it is resumed."""
+        return self.update_job(job_id, m.JobPatch(state=m.JobState.PAUSED), version=version,
+                               idempotency_key=idempotency_key)  # fmt: skip
+
+    def resume_job(self, job_id: Id, *, version: int | None = None, idempotency_key: str | None = None) -> m.Job:
+        """Resume: the next occurrence from now (or, with catch-up `all`, the oldest one missed)."""
+        return self.update_job(job_id, m.JobPatch(state=m.JobState.ACTIVE), version=version,
+                               idempotency_key=idempotency_key)  # fmt: skip
+
+    def delete_job(self, job_id: Id, *, version: int | None = None, idempotency_key: str | None = None) -> None:
+        """Soft delete (If-Match `version` when given); deleting a deleted job succeeds."""
+        self._send(ops.delete_job(job_id, version, idempotency_key))
+
+    def preview_job(self, job_id: Id, count: int = 10) -> list[m.Fire]:
+        """The next `count` fire times, in UTC and in the schedule's zone."""
+        return self._send(ops.preview_job(job_id, count))
+
+    def list_runs(
+        self, job_id: Id, *, status: m.RunStatus | str | None = None, page_size: int | None = None
+    ) -> Iterator[m.RunSummary]:
+        """A job's runs, newest first, following next_cursor."""
+        return self._pages(lambda cursor: ops.list_runs(job_id, status, cursor, page_size))
+
+    def get_run(self, run_id: Id) -> m.Run:
+        """One run with its attempts."""
+        return self._send(ops.get_run(run_id))
+
+    def heartbeat(
+        self, run_id: Id, attempt: int, *, extend_by_s: int | None = None, idempotency_key: str | None = None
+    ) -> m.Lease:
+        """Extend the lease of a long call that `attempt` is making."""
+        body = m.Heartbeat(attempt=attempt, extend_by_s=extend_by_s)
+        return self._send(ops.heartbeat(run_id, body, idempotency_key))
+
+    def list_dead_letters(
+        self,
+        *,
+        job_id: Id | None = None,
+        target_host: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        page_size: int | None = None,
+    ) -> Iterator[m.DeadLetter]:
+        """Dead letters, newest first, following next_cursor."""
+        return self._pages(lambda cursor: ops.list_dead_letters(job_id, target_host, since, until, cursor, page_size))
+
+    def redrive(self, run_id: Id, *, idempotency_key: str | None = None) -> m.Redriven:
+        """One more attempt of a dead run, now."""
+        return self._send(ops.redrive(run_id, idempotency_key))
+
+    def redrive_many(
+        self,
+        *,
+        job_id: Id | None = None,
+        target_host: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        dry_run: bool = False,
+        limit: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.BulkRedrive:
+        """Redrive the dead letters matching the filter (with dry_run, only say which)."""
+        selection = m.RedriveFilter(job_id=uuid.UUID(str(job_id)) if job_id else None, target_host=target_host,
+                                    since=since, until=until, dry_run=dry_run, limit=limit)  # fmt: skip
+        return self._send(ops.redrive_many(selection, idempotency_key))
