@@ -119,7 +119,7 @@ class ShardAssignment(Base, frozen=True):
     members: dict[str, list[tuple[int, int]]] = {}
 
 
-class DispatcherMember(Base):
+class DispatcherMember(Base, frozen=True):
     """The data of a dispatcher's member znode: its name and where its health server listens, which the
     coordinator probes to notice a dead process long before its ZooKeeper session expires."""
 

@@ -113,7 +113,7 @@ async def test_an_occurrence_while_the_previous_run_is_running_is_skipped_buffer
     first_at = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
     runs = {}
     for overlap in ("skip", "buffer_one", "allow"):
-        schedule = ScheduleDoc(type="interval", every_s=1, start_at=first_at.isoformat(), overlap=overlap)  # type: ignore[arg-type]
+        schedule = ScheduleDoc(type="interval", every_s=1, start_at=first_at.isoformat(), overlap=overlap)
         runs[overlap] = await write_job(store, schedule, first_at)
     s = dataclasses.replace(dsettings, dispatcher=dataclasses.replace(dsettings.dispatcher, overlap_recheck_s=0.5))
     await cluster(0)
