@@ -9,7 +9,7 @@ and duplicate fires (a re-fire reaches the lane topic twice; the worker's claim 
     .venv/bin/python -m benchmarks.failover_bench --mode sigkill --runs 500 --window-s 30
     .venv/bin/python -m benchmarks.failover_bench --mode sigterm --runs 500 --window-s 30
 
-Uses its own keyspace (tw_bench_failover), topic prefix and ZooKeeper chroot on the local stack.
+Uses its own keyspace (tw_bench_failover, dropped at the end), topic prefix and ZooKeeper chroot on the local stack.
 """
 
 from __future__ import annotations
@@ -173,6 +173,7 @@ async def main(mode: str, n: int, window_s: float, shards: int, code: str | None
         for proc in procs:
             await asyncio.to_thread(proc.wait)
         await producer.close()
+        await store.execute_raw(f"DROP KEYSPACE IF EXISTS {s.cassandra.keyspace}")
         await store.close()
     first: dict[uuid.UUID, DueRun] = {}
     for f in fired:

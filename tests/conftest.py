@@ -95,7 +95,7 @@ async def _drop_keyspace(test_settings: Settings) -> None:
     except Exception:  # the servers may be gone by now; the keyspace is only garbage
         return
     try:
-        await admin.execute(f"DROP KEYSPACE IF EXISTS {test_settings.cassandra.keyspace}")
+        await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {test_settings.cassandra.keyspace}")
     except Exception as exc:
         print(f"could not drop keyspace {test_settings.cassandra.keyspace}: {exc}")
     finally:
