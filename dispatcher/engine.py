@@ -17,7 +17,15 @@ from typing import Any
 from dispatcher import firing
 from dispatcher.firing import RecentlyFired, Watermarks, fire_order, needs_chain
 from dispatcher.nearfeed import NearFeed
-from dispatcher.ownership import OwnershipChange, is_newer, may_fire, plan_ownership, resume_from
+from dispatcher.ownership import (
+    LEAVING_TAG,
+    OwnershipChange,
+    is_newer,
+    may_fire,
+    owner_tag,
+    plan_ownership,
+    resume_from,
+)
 from dispatcher.preload import Key, accept_near, key_of, loadable_until, plan_inserts
 from schemas.messages import DueRun, ShardAssignment, encode, topic_names
 from tickwheel import metrics
@@ -234,8 +242,12 @@ class Dispatcher:
         if self.loaded_until is None:
             self.loaded_until = loadable_until(now, self.cfg.preload_horizon_s)
         for shard in added:
-            fired_through = marks[shard].fired_through if shard in marks else None
-            self.owned[shard] = ShardState(start=resume_from(fired_through, now, self.cfg.resume_grace_s))
+            mark = marks.get(shard)
+            handed_over = mark is not None and mark.owner.endswith(LEAVING_TAG)
+            start = resume_from(
+                mark.fired_through if mark else None, now, self.cfg.resume_grace_s, handed_over=handed_over
+            )
+            self.owned[shard] = ShardState(start=start)
         started = time.perf_counter()
         try:
             await self.near.retarget(set(self.owned))  # end offsets before the scan
@@ -474,7 +486,7 @@ class Dispatcher:
             return {}
         at = {s: datetime.fromtimestamp(ms / 1000, UTC) for s, ms in due.items()}
         epoch = self.epoch
-        results = await checkpoints.advance(self.store, at, epoch, self.member, self.now())
+        results = await checkpoints.advance(self.store, at, epoch, owner_tag(self.member, self.leaving), self.now())
         for shard, applied in results.items():
             if applied:
                 self.written[shard] = due[shard]
