@@ -202,17 +202,19 @@ class Dispatcher:
                 )
             metrics.owned_shards.set(len(self.owned))
 
-    def begin_leaving(self) -> None:
-        """A rolling restart: keep firing the shards we own, take no new assignment, until hand_over is done."""
+    async def begin_leaving(self) -> None:
+        """A rolling restart: keep firing the shards we own, take no new assignment, and write our watermarks
+        tagged as handed over (before anyone is told, so the new owners read them: they resume with seconds of
+        grace instead of minutes)."""
         self.leaving = True
-
-    async def hand_over(self, timeout_s: float, poll_s: float = 0.25) -> int:
-        """Leaving: write our watermarks now, then keep firing each shard until its new owner has taken it:
-        checkpointed under a newer epoch a watermark past the instant we began leaving, so it has sent the runs
-        it re-fires from our mark (minus the grace) and fires the current ones. Both fire meanwhile (the claim
-        makes the second call harmless); nobody fires nothing. Returns how many shards nobody took in time."""
         with contextlib.suppress(Exception):  # a mark not written only means a longer re-fire by the new owner
             await self.checkpoint(force=True)
+
+    async def hand_over(self, timeout_s: float, poll_s: float = 0.25) -> int:
+        """Leaving (after `begin_leaving`): keep firing each shard until its new owner has taken it: checkpointed
+        under a newer epoch a watermark past the instant the handover began, so it has sent the runs it re-fires
+        from our mark (minus the grace) and fires the current ones. Both fire meanwhile (the claim makes the
+        second call harmless); nobody fires nothing. Returns how many shards nobody took in time."""
         began = self.now()
         deadline = self._monotonic() + timeout_s
         while self.owned and self._monotonic() < deadline:

@@ -41,7 +41,7 @@ class Running:
     async def leave(self, timeout_s: float) -> int:
         """A rolling restart: announce we leave, keep firing until the new owners have taken every shard (at
         most `timeout_s`); returns how many shards were not taken. Then `stop`."""
-        self.engine.begin_leaving()
+        await self.engine.begin_leaving()
         await self.membership.leave()
         return await self.engine.hand_over(timeout_s)
 
