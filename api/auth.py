@@ -1,47 +1,130 @@
-"""Bearer API keys -> tenant, then the tenant's request rate; both before any handler runs."""
+"""Bearer API keys -> tenant, then the tenant's request rate; both before any handler runs.
+
+Hostile callers are kept cheap: a key that failed is remembered in-process for `api.auth_negative_cache_s`,
+and failures are counted in Redis per client address and per key prefix; past `api.auth_failures_per_min`
+either way, the caller gets 429 + Retry-After before any database read. A checked key is trusted in-process
+for `api.auth_cache_s`, but every request also asks Redis (in the same round trip as the rate quota) whether
+the key was revoked since: `revoke_everywhere` marks it, so a revocation holds on every API process at the
+caller's next request, not after the cache expires.
+"""
 
 from __future__ import annotations
 
+import math
 import time
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
-from tickwheel.errors import Unauthorized
+from tickwheel.errors import QuotaExceeded, Unauthorized
+from tickwheel.flow.redis import RedisClient
 from tickwheel.store import tenants
 from tickwheel.store.tenants import Tenant
 
 from .context import TENANT, Api, api_of
-from .quotas import check_rate
+from .quotas import check_rate, redis_call
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
+FAILURE_WINDOW_S = 60
+KEY_PREFIX_CHARS = 10  # "tw_" + 7 characters: throttles guessing around one key without naming it
+REVOKED_MARK_TTL_S = 86_400  # far longer than any key cache
+CACHE_MAX = 10_000
+# The console's static files hold no data; operator routes check the operator key themselves (api.operator).
+NO_TENANT_PREFIXES = ("/console", "/v1/operator/")
 
 
 @web.middleware
 async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-    if request.path in PUBLIC_PATHS:
+    if request.path in PUBLIC_PATHS or request.path.startswith(NO_TENANT_PREFIXES):
         return await handler(request)
     api = api_of(request)
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
+    key = key.strip()
+    if scheme.lower() != "bearer" or not key:
         raise Unauthorized("send your API key as `Authorization: Bearer <key>`")
-    tenant = await tenant_for_key(api, key.strip())
-    if tenant is None:
-        raise Unauthorized("the API key is unknown or revoked")
+    tenant = await tenant_for_key(api, key, request.remote or "-")
     request[TENANT] = tenant
-    await check_rate(api, tenant)
+    mark = revoked_mark(api.redis, key_id_of(key))
+    await check_rate(api, tenant, revoked_mark=mark, on_revoked=lambda: forget(api, key))
     return await handler(request)
 
 
-async def tenant_for_key(api: Api, key: str) -> Tenant | None:
+def key_id_of(key: str) -> str:
+    """The id a key is listed and revoked by (the first 12 hex digits of its hash), as the store makes it."""
+    return tenants.hash_key(key)[:12]
+
+
+def revoked_mark(redis: RedisClient, key_id: str) -> str:
+    return redis.key("revoked-key", key_id)
+
+
+async def revoke_everywhere(redis: RedisClient, key_ids: list[str]) -> None:
+    """Tell every API process that these keys are revoked (their caches are checked against the mark)."""
+    async with redis.redis.pipeline(transaction=False) as pipe:
+        for key_id in key_ids:
+            pipe.set(revoked_mark(redis, key_id), 1, ex=REVOKED_MARK_TTL_S)
+        await pipe.execute()
+
+
+def forget(api: Api, key: str) -> None:
+    api.key_cache.pop(tenants.hash_key(key), None)
+
+
+async def tenant_for_key(api: Api, key: str, client: str) -> Tenant:
+    """The tenant owning `key`, or 401 (429 once this client or key prefix failed too often)."""
     key_hash = tenants.hash_key(key)
+    now = time.monotonic()
     cached = api.key_cache.get(key_hash)
-    if cached is not None and cached[1] > time.monotonic():
+    if cached is not None and cached[1] > now:
         return cached[0]
+    if api.failed_keys.get(key_hash, 0.0) > now:
+        await _count_failure(api, key, client)
+        raise Unauthorized("the API key is unknown or revoked")
+    await _refuse_if_throttled(api, key, client)
     tenant_id = await tenants.authenticate(api.store, key)
     tenant = None if tenant_id is None else await tenants.get_tenant(api.store, tenant_id)
-    if tenant is not None and api.settings.api.auth_cache_s > 0:
-        if len(api.key_cache) > 10_000:
+    if tenant is None:
+        _remember(api.failed_keys, key_hash, now + api.settings.api.auth_negative_cache_s)
+        await _count_failure(api, key, client)
+        raise Unauthorized("the API key is unknown or revoked")
+    if api.settings.api.auth_cache_s > 0:
+        if len(api.key_cache) > CACHE_MAX:
             api.key_cache.clear()
-        api.key_cache[key_hash] = (tenant, time.monotonic() + api.settings.api.auth_cache_s)
+        api.key_cache[key_hash] = (tenant, now + api.settings.api.auth_cache_s)
     return tenant
+
+
+def _remember(failed: dict[str, float], key_hash: str, until: float) -> None:
+    if len(failed) > CACHE_MAX:
+        failed.clear()
+    failed[key_hash] = until
+
+
+def _failure_keys(api: Api, key: str, client: str) -> tuple[str, str]:
+    window = str(int(api.clock().timestamp()) // FAILURE_WINDOW_S)
+    return (
+        api.redis.key("auth-fail", "client", client, window),
+        api.redis.key("auth-fail", "prefix", key[:KEY_PREFIX_CHARS], window),
+    )
+
+
+async def _refuse_if_throttled(api: Api, key: str, client: str) -> None:
+    counts = await redis_call(lambda: api.redis.redis.mget(_failure_keys(api, key, client)))
+    limit = api.settings.api.auth_failures_per_min
+    if any(int(count or 0) >= limit for count in counts):
+        wait_s = FAILURE_WINDOW_S - api.clock().timestamp() % FAILURE_WINDOW_S
+        raise QuotaExceeded(
+            f"more than {limit} failed authentications a minute from this client or for this key prefix",
+            retry_after_s=math.ceil(wait_s),
+        )
+
+
+async def _count_failure(api: Api, key: str, client: str) -> None:
+    async def count() -> object:
+        async with api.redis.redis.pipeline(transaction=False) as pipe:
+            for name in _failure_keys(api, key, client):
+                pipe.incr(name)
+                pipe.expire(name, FAILURE_WINDOW_S * 2)
+            return await pipe.execute()
+
+    await redis_call(count)

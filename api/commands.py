@@ -7,8 +7,11 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from tickwheel.flow.redis import REDIS_DOWN, RedisClient
 from tickwheel.store import tenants
 from tickwheel.store.cassandra import CassandraStore
+
+from .auth import revoke_everywhere
 
 
 def add_commands(subparsers: Any) -> None:
@@ -70,7 +73,9 @@ async def _list(store: CassandraStore, args: argparse.Namespace) -> int:
 
 async def _rotate(store: CassandraStore, args: argparse.Namespace) -> int:
     tenant = await tenants.tenant_by_name(store, args.name)
+    live = [k.key_id for k in await tenants.list_keys(store, tenant.tenant_id) if k.revoked_at is None]
     made, key = await tenants.rotate_key(store, tenant.tenant_id, datetime.now(UTC))
+    await _revoke_on_every_api(live)
     print(f"new key {made.key_id} for {tenant.name}; older keys are revoked. The key, shown only now:")
     print(key)
     return 0
@@ -79,8 +84,25 @@ async def _rotate(store: CassandraStore, args: argparse.Namespace) -> int:
 async def _revoke(store: CassandraStore, args: argparse.Namespace) -> int:
     tenant = await tenants.tenant_by_name(store, args.name)
     await tenants.revoke_key(store, tenant.tenant_id, args.key_id, datetime.now(UTC))
+    await _revoke_on_every_api([args.key_id])
     print(f"key {args.key_id} of {tenant.name} revoked")
     return 0
+
+
+async def _revoke_on_every_api(key_ids: list[str]) -> None:
+    """The revocation is durable in Cassandra; the Redis mark makes every API process refuse the keys now
+    rather than when its key cache expires. Redis down: say so, the caches expire within api.auth_cache_s."""
+    from tickwheel.cli import load_settings
+
+    settings = load_settings()
+    redis = RedisClient(settings.redis)
+    try:
+        await revoke_everywhere(redis, key_ids)
+    except REDIS_DOWN as exc:
+        delay = settings.api.auth_cache_s
+        print(f"warning: Redis did not answer ({exc}); API processes refuse the key within {delay:g} s")
+    finally:
+        await redis.close()
 
 
 async def _secrets(store: CassandraStore, args: argparse.Namespace) -> int:

@@ -15,6 +15,8 @@ from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import Tenant
 
+from .cursors import CursorSealer
+
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
@@ -28,11 +30,15 @@ class Api:
     redis: RedisClient
     clock: Callable[[], datetime] = utc_now
     near: NearAnnouncer = field(init=False)
+    cursors: CursorSealer = field(init=False)
     # key hash -> (tenant, trusted until monotonic s); a revoked key is refused within settings.api.auth_cache_s
     key_cache: dict[str, tuple[Tenant, float]] = field(default_factory=dict)
+    # key hash -> refused until (monotonic s): a wrong key sent again costs no database read
+    failed_keys: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "near", NearAnnouncer(self.settings, self.producer))
+        object.__setattr__(self, "cursors", CursorSealer.from_secrets(self.settings.api.cursor_secrets))
 
 
 API = web.AppKey("api", Api)

@@ -9,6 +9,7 @@ from typing import Any
 from aiohttp import web
 
 from tickwheel.core.instants import parse_instant
+from tickwheel.egress import canonical_host
 from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store import dead_letters as letters
 from tickwheel.store.buckets import due_run_for
@@ -17,7 +18,6 @@ from tickwheel.store.jobs import JobState, get_job
 from tickwheel.store.runs import new_run_of
 
 from .context import Api, api_of, tenant_of
-from .cursors import seal, unseal
 from .idempotency import idempotent
 from .responses import json_response, list_document, page_limit, parse_uuid, path_uuid, query_instant
 from .wire import instant, parse_json
@@ -46,7 +46,7 @@ async def list_letters(request: web.Request) -> web.Response:
     job_id = parse_uuid(query["job_id"], "job_id") if "job_id" in query else None
     filters = {
         "job_id": job_id,
-        "target_host": query.get("target_host"),
+        "target_host": _host(query.get("target_host")),
         "since": query_instant(request, "since"),
         "until": query_instant(request, "until"),
     }
@@ -55,11 +55,11 @@ async def list_letters(request: web.Request) -> web.Response:
         api.store,
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, query.get("cursor")),
         **filters,  # type: ignore[arg-type]
     )
     items = [letter_document(r) for r in rows]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 async def _redrive(api: Api, letter: Row, now: datetime) -> bool:
@@ -131,7 +131,7 @@ async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
         tenant.tenant_id,
         limit=document.get("limit", BULK_MAX),
         job_id=parse_uuid(document["jobId"], "jobId") if "jobId" in document else None,
-        target_host=document.get("targetHost"),
+        target_host=_host(document.get("targetHost")),
         since=parse_instant(document["since"], field="since") if "since" in document else None,
         until=parse_instant(document["until"], field="until") if "until" in document else None,
     )
@@ -141,3 +141,8 @@ async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
         return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r["run_id"]) for r in pending]})
     redriven = [str(r["run_id"]) for r in pending if await _redrive_or_skip(api, r, now)]
     return json_response({"dry_run": False, "matched": len(pending), "redriven": len(redriven), "run_ids": redriven})
+
+
+def _host(text: str | None) -> str | None:
+    """A target host filter in the spelling dead letters are stored with (`EXAMPLE.com.` finds `example.com`)."""
+    return None if text is None else canonical_host(text)

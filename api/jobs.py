@@ -16,6 +16,7 @@ from schemas.messages import JobDefinition
 from tickwheel import metrics
 from tickwheel.core.ids import shard_of
 from tickwheel.core.schedule import Schedule, preview
+from tickwheel.core.targets import default_topic_prefix
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
@@ -25,7 +26,6 @@ from tickwheel.store.runs import NewRun, to_utc
 
 from . import quotas
 from .context import Api, api_of, tenant_of
-from .cursors import seal, unseal
 from .idempotency import idempotent
 from .planning import next_at, plan_run, resume_at, to_ms
 from .responses import job_document, json_response, list_document, page_limit, path_uuid
@@ -44,7 +44,12 @@ def parse_definition(api: Api, request: web.Request, document: Any, now: datetim
         raise InvalidInput("the body must be a JSON object")
     definition = to_definition(decode_body(document), api.settings.api.max_payload_bytes)
     definition = _anchored(definition, now)
-    schedule = check_definition(definition, min_interval_s=quotas.min_interval_s(api, tenant_of(request)))
+    tenant = tenant_of(request)
+    schedule = check_definition(
+        definition,
+        min_interval_s=quotas.min_interval_s(api, tenant),
+        kafka_topic_prefix=tenant.kafka_topic_prefix or default_topic_prefix(tenant.tenant_id),
+    )
     return definition, schedule
 
 
@@ -112,13 +117,13 @@ async def list_jobs(request: web.Request) -> web.Response:
         api.store,
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, request.query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),
         state=state,
         label=label,
     )
     found = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
     items = [job_document(job) for job in found if job is not None and job.state is not JobState.DELETED]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 @routes.get("/v1/jobs/{job_id}")
@@ -258,9 +263,14 @@ async def _delete(request: web.Request) -> web.Response:
 
 @routes.get("/v1/jobs/{job_id}/preview")
 async def preview_job(request: web.Request) -> web.Response:
+    """The next fires (at most quotas.MAX_PREVIEW), charged against the tenant's rate by their number, so the
+    rate limit bounds the event-loop time one tenant can take."""
     api = api_of(request)
+    count = page_limit(request, quotas.MAX_PREVIEW, name="count", default=10)
+    await quotas.charge_preview(api, tenant_of(request), count)
     job = await job_for_tenant(request)
-    count = page_limit(request, 1000, name="count", default=10)
+    if job.state is JobState.DELETED:  # a deleted job fires no more: nothing to preview
+        raise NotFound(f"job {job.job_id} is deleted")
     doc = job.definition.schedule
     fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz)
     items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst} for f in fires]

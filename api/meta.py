@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import logging
 from importlib import resources
 from typing import Any
 
@@ -18,6 +19,7 @@ from tickwheel.errors import Unavailable
 
 from .context import Api, api_of
 
+log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 READY_TIMEOUT_S = 3.0
 
@@ -43,7 +45,8 @@ async def readyz(request: web.Request) -> web.Response:
         try:
             await asyncio.wait_for(check(api), READY_TIMEOUT_S)
         except (Unavailable, TimeoutError) as exc:
-            raise Unavailable(f"{name} is not reachable: {exc or 'timed out'}") from exc
+            log.warning("readyz: %s is not reachable: %s", name, exc or "timed out")
+            raise Unavailable(f"{name} is not reachable") from exc
     return web.json_response({"status": "ready"})
 
 

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 PROBLEM_TYPE = "application/problem+json"
 DEFAULT_RETRY_AFTER_S = 1.0
+DEPENDENCIES = ("Cassandra", "Kafka", "Redis", "ZooKeeper")
 
 
 def problem(
@@ -40,7 +41,17 @@ def _from_error(exc: TickwheelError) -> web.Response:
     retry_after = exc.retry_after_s
     if retry_after is None and exc.retriable:
         retry_after = DEFAULT_RETRY_AFTER_S
-    return problem(exc.status, exc.title, exc.message, field=exc.field, retry_after_s=retry_after)
+    detail = exc.message if exc.status < 500 else public_detail(exc.message)
+    return problem(exc.status, exc.title, detail, field=exc.field, retry_after_s=retry_after)
+
+
+def public_detail(message: str) -> str:
+    """What an anonymous caller may read of a server-side failure: which dependency, never where it runs (the
+    adapters' messages name hosts and ports; the full message is in the log)."""
+    lowered = message.lower()
+    named = [(lowered.find(name.lower()), name) for name in DEPENDENCIES if name.lower() in lowered]
+    dependency = min(named)[1] if named else "a server this API depends on"
+    return f"{dependency} is unavailable; try again later"
 
 
 def _from_http(exc: web.HTTPException) -> web.StreamResponse:

@@ -13,7 +13,6 @@ from tickwheel.store.cassandra import Row
 from tickwheel.store.runs import RunStatus
 
 from .context import api_of, tenant_of
-from .cursors import seal, unseal
 from .idempotency import idempotent
 from .jobs import job_for_tenant
 from .responses import json_response, list_document, page_limit, path_uuid, run_document
@@ -49,7 +48,7 @@ async def list_runs(request: web.Request) -> web.Response:
         cql,
         params,
         page_size=page_limit(request, api.settings.api.page_size_max),
-        cursor=unseal(tenant, scope, request.query.get("cursor")),
+        cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),
     )
     items = [
         {
@@ -61,7 +60,7 @@ async def list_runs(request: web.Request) -> web.Response:
         }
         for r in rows
     ]
-    return json_response(list_document(items, seal(tenant, scope, next_cursor)))
+    return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 @routes.get("/v1/runs/{run_id}")

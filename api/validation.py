@@ -8,17 +8,18 @@ called is the worker's egress policy (tickwheel.egress), decided at call time, w
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 from urllib.parse import urlsplit
 
-from schemas.messages import HttpTarget, JobDefinition, KafkaTarget, RetryDoc
+from schemas.messages import HttpTarget, JobDefinition, KafkaTarget, RetryDoc, ScheduleDoc
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.schedule import Schedule, validate
+from tickwheel.core.targets import header_refusal, topic_refusal
 from tickwheel.errors import InvalidInput
 from tickwheel.model import schedule_of
 
 from .wire import camel_field
 
-HEADER_NAME = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,256}$")
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 LABEL_KEY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,62}$")
 MAX_LABELS = 32
@@ -26,19 +27,26 @@ MAX_LABEL_VALUE = 256
 MAX_NAME = 200
 MAX_URL = 2048
 MAX_HEADERS = 64
+MIN_TIMEOUT_S = 1.0  # shorter timeouts fail on the target's normal latency: self-inflicted, not the host's
 MAX_TIMEOUT_S = 900.0
+MAX_TARGET_CONCURRENCY = 10_000
+MAX_TARGET_RATE_PER_S = 100_000.0
+# Every instant a schedule names is before this, so that any arithmetic on it (next fire, retry, lease, bucket)
+# stays inside datetime's range (year 9999).
+LATEST_INSTANT = datetime(9000, 1, 1, tzinfo=UTC)
+SCHEDULE_INSTANTS = (("run_at", "runAt"), ("start_at", "startAt"), ("end_at", "endAt"), ("anchor_at", "anchorAt"))
 MAX_ATTEMPTS = 100
 MAX_TOLERANCE_S = 86_400
 MAX_CATCH_UP = 1000
 
 
-def check_definition(definition: JobDefinition, *, min_interval_s: int) -> Schedule:
+def check_definition(definition: JobDefinition, *, min_interval_s: int, kafka_topic_prefix: str) -> Schedule:
     """Raise InvalidInput unless `definition` may be stored; returns its core schedule."""
     schedule = check_schedule(definition, min_interval_s)
     if isinstance(definition.target, HttpTarget):
         check_http_target(definition.target)
     else:
-        check_kafka_target(definition.target)
+        check_kafka_target(definition.target, kafka_topic_prefix)
     check_retry(definition.retry_policy)
     _check_range(definition.delay_tolerance_s, 0, MAX_TOLERANCE_S, "delayToleranceS")
     check_labels(definition.labels)
@@ -49,8 +57,9 @@ def check_definition(definition: JobDefinition, *, min_interval_s: int) -> Sched
     return schedule
 
 
-def check_schedule(definition: JobDefinition, min_interval_s: int) -> Schedule:
-    doc = definition.schedule
+def check_schedule(definition: JobDefinition | ScheduleDoc, min_interval_s: int) -> Schedule:
+    """A definition's schedule (or a schedule document alone, as the console's preview sends it), checked."""
+    doc = definition.schedule if isinstance(definition, JobDefinition) else definition
     _check_range(doc.catch_up_max_count, 0, MAX_CATCH_UP, "schedule.catchUpMaxCount")
     _check_range(doc.catch_up_max_age_s, 0, 366 * 86_400, "schedule.catchUpMaxAgeS")
     try:
@@ -58,6 +67,10 @@ def check_schedule(definition: JobDefinition, min_interval_s: int) -> Schedule:
         validate(schedule, min_interval_s=min_interval_s)
     except ScheduleError as exc:
         raise InvalidInput(exc.message, field=camel_field(exc.field)) from None
+    for name, wire in SCHEDULE_INSTANTS:
+        at = getattr(schedule, name, None)
+        if isinstance(at, datetime) and at >= LATEST_INSTANT:
+            raise InvalidInput(f"{wire} must be before {LATEST_INSTANT.date()}", field=f"schedule.{wire}")
     return schedule
 
 
@@ -86,19 +99,24 @@ def check_http_target(target: HttpTarget) -> None:
     if len(target.headers) > MAX_HEADERS:
         raise InvalidInput(f"at most {MAX_HEADERS} headers", field="target.headers")
     for name, value in target.headers.items():
-        if not HEADER_NAME.match(name):
-            raise InvalidInput(f"header name {name!r} is not a valid HTTP token", field=f"target.headers.{name}")
-        if "\r" in value or "\n" in value or "\0" in value:
-            raise InvalidInput(f"header {name!r} contains CR, LF or NUL", field=f"target.headers.{name}")
-    if not 0 < target.timeout_s <= MAX_TIMEOUT_S:
-        raise InvalidInput(f"timeoutS must be above 0 and at most {MAX_TIMEOUT_S:g}", field="target.timeoutS")
+        refusal = header_refusal(name, value)
+        if refusal is not None:
+            raise InvalidInput(refusal, field=f"target.headers.{name}")
+    _check_range(target.timeout_s, MIN_TIMEOUT_S, MAX_TIMEOUT_S, "target.timeoutS")
+    if target.max_concurrency is not None:
+        _check_range(target.max_concurrency, 1, MAX_TARGET_CONCURRENCY, "target.maxConcurrency")
+    if target.rate_per_s is not None:
+        _check_range(target.rate_per_s, 0.001, MAX_TARGET_RATE_PER_S, "target.ratePerS")
     for code in target.success_codes or ():
         _check_range(code, 100, 599, "target.successCodes")
 
 
-def check_kafka_target(target: KafkaTarget) -> None:
+def check_kafka_target(target: KafkaTarget, topic_prefix: str) -> None:
     if not TOPIC_NAME.match(target.topic):
         raise InvalidInput("topic must be 1 to 249 of A-Z a-z 0-9 . _ -", field="target.topic")
+    refusal = topic_refusal(target.topic, topic_prefix)
+    if refusal is not None:
+        raise InvalidInput(refusal, field="target.topic")
     if target.key is not None and len(target.key) > 1024:
         raise InvalidInput("key must be at most 1024 characters", field="target.key")
 
@@ -124,5 +142,5 @@ def check_labels(labels: dict[str, str]) -> None:
 
 
 def _check_range(value: float, low: float, high: float, field: str) -> None:
-    if not low <= value <= high:
+    if not low <= value <= high:  # NaN fails too
         raise InvalidInput(f"{field} must be between {low:g} and {high:g}", field=field)

@@ -35,6 +35,8 @@ class JobBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     name: str | None = None
 
 
+MAX_JSON_DEPTH = 64
+_JSON_TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]')
 _PATH = re.compile(r" - at `\$(?P<path>[^`]*)`$")
 _UNKNOWN = re.compile(r"Object contains unknown field `(?P<name>[^`]+)`")
 _MISSING = re.compile(r"Object missing required field `(?P<name>[^`]+)`")
@@ -56,13 +58,55 @@ def camel_field(field: str) -> str:
 
 
 def parse_json(body: bytes) -> Any:
-    """Any JSON document, or 400 when it is not JSON."""
+    """Any JSON document nested at most MAX_JSON_DEPTH deep, or 400 when it is not JSON (422 naming the
+    top-level field whose value is nested too deep)."""
     if not body.strip():
         raise MalformedRequest("the request body is empty; send a JSON document")
     try:
-        return msgspec.json.decode(body)
+        document = msgspec.json.decode(body)
+    except RecursionError:  # ~1000 levels: the decoder gives up before we could count
+        raise _too_deep(_deepest_field(body)) from None
     except msgspec.DecodeError as exc:
         raise MalformedRequest(f"the request body is not valid JSON: {exc}") from None
+    deep = too_deep_at(document, MAX_JSON_DEPTH)
+    if deep is not None:
+        raise _too_deep(deep or None)
+    return document
+
+
+def too_deep_at(document: Any, limit: int) -> str | None:
+    """The top-level key under which `document` nests deeper than `limit` ('' for the root), or None."""
+    stack: list[tuple[Any, int, str]] = [(document, 0, "")]
+    while stack:
+        node, depth, top = stack.pop()
+        if depth > limit:
+            return top
+        if isinstance(node, dict):
+            stack.extend((value, depth + 1, str(key) if depth == 0 else top) for key, value in node.items())
+        elif isinstance(node, list):
+            stack.extend((value, depth + 1, top) for value in node)
+    return None
+
+
+def _deepest_field(body: bytes) -> str | None:
+    """The top-level key whose value nests too deep, read from the tokens (the decoders recurse, so a body they
+    cannot decode is scanned for strings and brackets only)."""
+    depth, key = 0, None
+    for token in _JSON_TOKENS.finditer(body):
+        text = token.group()
+        if text in (b"[", b"{"):
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                return key
+        elif text in (b"]", b"}"):
+            depth -= 1
+        elif depth == 1:
+            key = text[1:-1].decode(errors="replace")
+    return None
+
+
+def _too_deep(field: str | None) -> InvalidInput:
+    return InvalidInput(f"JSON nested deeper than {MAX_JSON_DEPTH} levels is not accepted", field=field)
 
 
 def decode_body(document: dict[str, Any]) -> JobBody:
@@ -81,7 +125,7 @@ def _readable(message: str) -> str:
 def to_definition(body: JobBody, max_payload_bytes: int) -> JobDefinition:
     """The stored definition of a checked body; the payload size limit gives 413."""
     payload, encoding = _payload_of(body)
-    size = len(payload) if encoding == "json" else (len(payload) * 3) // 4
+    size = len(payload.encode()) if encoding == "json" else len(base64.b64decode(payload))
     if size > max_payload_bytes:
         raise PayloadTooLarge(f"the payload is {size} bytes; the limit is {max_payload_bytes} bytes", field="payload")
     return JobDefinition(

@@ -18,6 +18,7 @@ from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.missed import Plan, plan_occurrence
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
+from tickwheel.store import operator
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.chain import ChainResult, is_recurring, point_job
@@ -86,6 +87,7 @@ class Sweeper:
                 if repair is not None:
                     done[repair] = done.get(repair, 0) + 1
             if cursor is None:
+                await operator.add_sweep(self.store, {repair.value: n for repair, n in done.items()})
                 return done
 
     async def check(self, row: Row, now: datetime) -> Repair | None:

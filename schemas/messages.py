@@ -155,6 +155,11 @@ def topic_names(prefix: str) -> dict[str, str]:
     return names
 
 
+def worker_group(prefix: str, lane: Lane) -> str:
+    """The consumer group of the workers of one lane (its lag is the lane's backlog)."""
+    return f"{prefix}tickwheel-worker-{lane}"
+
+
 def decode_assignment(data: bytes | str) -> ShardAssignment:
     return msgspec.json.decode(data, type=ShardAssignment)
 

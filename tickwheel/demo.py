@@ -7,6 +7,7 @@ the platform's own test target (`tickwheel sink`), which records every call it r
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 import time
 from datetime import UTC, datetime, timedelta
@@ -15,6 +16,7 @@ from typing import Any
 
 import aiohttp
 
+from tickwheel.platform import console_url
 from tickwheel.settings import Settings
 from tickwheel.stack import process
 from tickwheel.store.cassandra import CassandraStore
@@ -74,6 +76,17 @@ def demo_jobs(sink: str, now: datetime) -> dict[str, dict[str, Any]]:
     }
 
 
+def save_key(stack_dir: Path, key: str) -> Path:
+    """Write the demo tenant's API key readable by its owner only (0600 whatever the umask, even over an
+    older file that was more open)."""
+    key_file = stack_dir / "demo-api-key"
+    descriptor = os.open(key_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(descriptor, "w") as out:
+        os.fchmod(out.fileno(), 0o600)
+        out.write(key + "\n")
+    return key_file
+
+
 async def run_demo(settings: Settings, stack_dir: Path) -> int:
     sink = start_sink(stack_dir)
     print(f"\n== demo: a local sink records every call at {sink}")
@@ -82,14 +95,15 @@ async def run_demo(settings: Settings, stack_dir: Path) -> int:
         tenant, key = await create_tenant(store, f"demo-{int(time.time())}", datetime.now(UTC))
     finally:
         await store.close()
-    key_file = stack_dir / "demo-api-key"
-    key_file.write_text(key + "\n")
+    key_file = save_key(stack_dir, key)
     print(f"tenant {tenant.name} (id {tenant.tenant_id}); its API key is in {key_file}")
+    print(f"console: {console_url(settings)}  sign in with {key}  (the demo jobs fire there too)")
     api = f"http://127.0.0.1:{settings.api.port}"
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {key}"}) as http:
         jobs = await _create_jobs(http, api, demo_jobs(sink, datetime.now(UTC)))
         ok = await _watch(http, api, jobs)
     print("\nlook further:")
+    print(f"  {console_url(settings)}   the web console; sign in with the key in {key_file}")
     print(f"  export TICKWHEEL_API_URL={api} TICKWHEEL_API_KEY=$(cat {key_file})")
     print("  .venv/bin/tickwheel jobs list                                     # the demo's jobs")
     print("  .venv/bin/tickwheel runs list JOB_ID                              # a job's runs")

@@ -3,10 +3,12 @@
 A target host is resolved once, every resolved address is checked, and the connection goes to the address that
 was checked (`EgressResolver` hands aiohttp only checked addresses), so a DNS answer cannot change between the
 check and the connect. Refused unless the operator allowlist (`settings.worker.egress_allow`, CIDRs) admits them:
-private, loopback, link-local, CGNAT (100.64/10), cloud-metadata, multicast, reserved and unspecified addresses,
-and the IPv6 forms that embed an IPv4 address (IPv4-mapped, IPv4-compatible, NAT64 64:ff9b::/96, 6to4
-2002::/16, Teredo) when the embedded address is refused. Numeric host spellings that the C resolver accepts
-(`0177.0.0.1`, `2130706433`, `127.1`, `0x7f.1`) are read as the IPv4 address they mean before the check.
+every block of the IANA special-purpose registries (our own table, `tickwheel.core.addresses`, not
+`ipaddress.is_global`, which differs between Python patch releases), multicast, IPv6 outside 2000::/3, and the
+IPv6 forms that embed an IPv4 address (IPv4-mapped, IPv4-compatible, NAT64 64:ff9b::/96 and the RFC 8215
+local-use 64:ff9b:1::/48, 6to4 2002::/16, Teredo) when the embedded address is refused. Numeric host
+spellings that the C resolver accepts (`0177.0.0.1`, `2130706433`, `127.1`, `0x7f.1`) are read as the IPv4
+address they mean before the check.
 
 The classification (`refusal_reason`, `numeric_ipv4`, `EgressPolicy.check_address`) is pure and needs no network.
 """
@@ -22,16 +24,10 @@ from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
 
+from tickwheel.core.addresses import Address, Network, embedded_ipv4, refusal_reason
 from tickwheel.errors import EgressRefused
 
-Address = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
-METADATA = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
-CGNAT = ipaddress.ip_network("100.64.0.0/10")
-NAT64 = ipaddress.ip_network("64:ff9b::/96")
-NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
-IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+__all__ = ["EgressPolicy", "EgressResolver", "literal_address", "numeric_ipv4", "refusal_reason"]
 
 
 def numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
@@ -74,43 +70,11 @@ def literal_address(host: str) -> Address | None:
         return numeric_ipv4(host)
 
 
-def embedded_ipv4(address: Address) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address carries (mapped, compatible, NAT64, 6to4, Teredo), if any."""
-    if isinstance(address, ipaddress.IPv4Address):
-        return None
-    if address.ipv4_mapped is not None:
-        return address.ipv4_mapped
-    if address.sixtofour is not None:
-        return address.sixtofour
-    if address.teredo is not None:
-        return address.teredo[1]
-    if address in NAT64 or address in NAT64_LOCAL or (address in IPV4_COMPATIBLE and int(address) > 1):
-        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-    return None
-
-
-def refusal_reason(address: Address) -> str | None:
-    """Why `address` may not be a target (ignoring any allowlist), or None when it is a public address."""
-    inner = embedded_ipv4(address)
-    if inner is not None:
-        reason = refusal_reason(inner)
-        return f"{reason} (embedded in {address})" if reason else None
-    return _own_reason(address)
-
-
-def _own_reason(address: Address) -> str | None:
-    checks = (
-        (address in METADATA, "cloud metadata"),
-        (address.is_loopback, "loopback"),
-        (address.is_unspecified, "unspecified"),
-        (address.is_link_local, "link-local"),
-        (isinstance(address, ipaddress.IPv4Address) and address in CGNAT, "carrier-grade NAT"),
-        (address.is_multicast, "multicast"),
-        (address.is_private, "private"),
-        (address.is_reserved, "reserved"),
-        (not address.is_global, "not globally routable"),
-    )
-    return next((reason for refused, reason in checks if refused), None)
+def canonical_host(host: str) -> str:
+    """The one spelling of a host that keys limits: `EXAMPLE.com.` and `example.com` are `example.com`, and an
+    address in any spelling (`[::FFFF:8.8.8.8]`, `134744072`) is its compressed form."""
+    address = literal_address(host)
+    return str(address) if address is not None else host.strip().rstrip(".").lower()
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,9 @@ runner is the stack's own (`tickwheel.stack.process`), so `down` stops only what
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
+import secrets
 import sys
 import time
 import urllib.request
@@ -36,6 +38,7 @@ def up(stack_dir: Path, progress: Any = print) -> Settings:
     """Stack, migrations, processes; returns the settings the processes run with."""
     # Locally the worker may call loopback targets (the demo's sink); production has no such default.
     os.environ.setdefault("TICKWHEEL_WORKER_EGRESS_ALLOW", "127.0.0.1/32")
+    operator_key_file = ensure_operator_key(stack_dir)
     progress("== servers: Cassandra, Kafka, ZooKeeper, Redis (real, local, on 127.0.0.1)")
     stack.up(stack_dir, progress=progress)
     env_file = (stack_dir / "env").resolve()
@@ -48,7 +51,24 @@ def up(stack_dir: Path, progress: Any = print) -> Settings:
     progress("== processes: " + ", ".join(PROCESSES))
     for name, port in ports(settings).items():
         start_process(stack_dir, name, port, progress)
+    progress(f"== console: {console_url(settings)}  (operator key in {operator_key_file})")
     return settings
+
+
+def console_url(settings: Settings) -> str:
+    return f"http://127.0.0.1:{settings.api.port}/console/"
+
+
+def ensure_operator_key(stack_dir: Path) -> Path:
+    """The local operator key (made once, kept in .stack/operator-key); the API gets only its sha256."""
+    key_file = stack_dir / "operator-key"
+    if not key_file.is_file():
+        stack_dir.mkdir(parents=True, exist_ok=True)
+        key_file.write_text(f"op_{secrets.token_urlsafe(24)}\n")
+        key_file.chmod(0o600)
+    digest = hashlib.sha256(key_file.read_text().strip().encode()).hexdigest()
+    os.environ.setdefault("TICKWHEEL_API_OPERATOR_KEY_SHA256", digest)
+    return key_file
 
 
 def start_process(stack_dir: Path, name: str, port: int, progress: Any = print) -> int:

@@ -76,7 +76,13 @@ class ApiSettings:
     min_interval_s: int = 60
     idempotency_ttl_s: int = 86_400
     page_size_max: int = 500
-    auth_cache_s: float = 5.0  # how long a checked API key is trusted in-process (revocation delay)
+    auth_cache_s: float = 5.0  # how long a checked API key is trusted in-process (revocations are checked in Redis)
+    auth_negative_cache_s: float = 2.0  # how long a refused API key is refused without a database read
+    # HMAC secrets for list cursors, newest first (rotate: prepend, drop the last later); empty: random per process
+    cursor_secrets: tuple[str, ...] = ()
+    auth_failures_per_min: int = 60  # failed authentications per client address, and per key prefix, before 429
+    # sha256 (hex) of the operator key that opens /v1/operator/*; empty: the operator endpoints answer 403
+    operator_key_sha256: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +122,7 @@ class WorkerSettings:
     defer_s: float = 2.0
     breaker_window_s: float = 60.0
     breaker_min_calls: int = 20
+    breaker_min_tenants: int = 2  # tenants whose own breaker must be open before a host is closed to everyone
     breaker_open_s: float = 30.0
     shutdown_grace_s: float = 20.0
     commit_interval_s: float = 1.0

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 
-from schemas.messages import DueRun, Lane, decode_due_run, topic_names
+from schemas.messages import DueRun, Lane, decode_due_run, topic_names, worker_group
 from tickwheel.bus.kafka import KafkaConsumer, Record
 from tickwheel.errors import TickwheelError
 from tickwheel.settings import Settings
@@ -36,7 +36,7 @@ class LaneConsumer:
         self.handle = handle
         prefix = settings.kafka.topic_prefix
         self.topic = topic_names(prefix)[lane]
-        self.group = f"{prefix}tickwheel-worker-{lane}"
+        self.group = worker_group(prefix, lane)
         self.capacity: int = getattr(settings.worker, f"concurrency_{lane}")
         self.tracker = OffsetTracker()
         self._tasks: set[asyncio.Task[None]] = set()

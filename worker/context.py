@@ -12,6 +12,8 @@ from typing import Any
 from yarl import URL
 
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
+from tickwheel.core.targets import default_topic_prefix
+from tickwheel.egress import canonical_host
 from tickwheel.settings import WorkerSettings
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun
@@ -46,11 +48,12 @@ class RunContext:
         return self.run.scheduled_at
 
     def target_host(self) -> str:
-        """The flow-control key of the target: the URL's host, or the Kafka topic."""
+        """The flow-control and dead-letter key of the target: the URL's host in its one spelling
+        (`canonical_host`), or the Kafka topic."""
         target = self.definition.target
         if isinstance(target, KafkaTarget):
             return f"kafka:{target.topic}"
-        return URL(target.url).host or "-"
+        return canonical_host(URL(target.url).host or "-")
 
     def call_timeout_s(self, settings: WorkerSettings) -> float:
         target = self.definition.target
@@ -90,7 +93,7 @@ class TenantCache:
         tenant = Tenant(
             tenant_id=tenant_id,
             signing_secrets=tuple(row.get("signing_secrets") or ()),
-            kafka_topic_prefix=row.get("kafka_topic_prefix") or f"{tenant_id}.",
+            kafka_topic_prefix=row.get("kafka_topic_prefix") or default_topic_prefix(tenant_id),
             concurrency=row.get("concurrency"),
         )
         return tenant

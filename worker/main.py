@@ -63,7 +63,9 @@ class Worker:
         self._closers.append(http.close)
         self.announcer = NearAnnouncer(s, producer)
         limits = FlowLimits(s.worker, redis)
-        self.handler = RunHandler(s, store, limits, http, KafkaCaller(producer), self.id, announcer=self.announcer)
+        self.handler = RunHandler(
+            s, store, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id, announcer=self.announcer
+        )
         for lane in self.lanes():
             consumer = LaneConsumer(s, lane, self.handler.handle)
             self.consumers.append(consumer)

@@ -11,6 +11,7 @@ from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, classify, 
 from tickwheel.store.runs import AttemptResult, RunStatus
 from worker.targets import CallResult
 
+MIN_BREAKER_TIMEOUT_S = 1.0
 CONTENT_TYPES = {"json": "application/json", "base64": "application/octet-stream", "text": "text/plain; charset=utf-8"}
 
 
@@ -75,9 +76,19 @@ def error_text(result: CallResult, decision: RetryDecision) -> str | None:
     return f"{what}; {decision.dead_reason}" if decision.dead_reason else what
 
 
-def breaker_failure(result: CallResult, outcome: Outcome) -> bool | None:
-    """Whether the call counts as a failure of the target for its circuit breaker; None when the target was
-    never reached (refused by policy), which says nothing about its health."""
-    if result.error in ("egress_denied", "invalid_target"):
+# Errors that say nothing about the target host's health: the call never reached it (refused by policy, a name
+# that did not resolve).
+NOT_THE_HOSTS_FAULT = frozenset({"egress_denied", "invalid_target", "dns_failure"})
+
+
+def breaker_failure(result: CallResult, outcome: Outcome, definition: JobDefinition) -> bool | None:
+    """Whether the call counts as a failure of the target host for the breaker: only when the host answered
+    (5xx), refused or dropped the connection, or timed out on a timeout of at least MIN_BREAKER_TIMEOUT_S.
+    None when the call says nothing about the host: never reached, or a self-inflicted sub-second timeout
+    (a job stored before the API refused them)."""
+    if result.error in NOT_THE_HOSTS_FAULT:
+        return None
+    target = definition.target
+    if result.error == "timeout" and isinstance(target, HttpTarget) and target.timeout_s < MIN_BREAKER_TIMEOUT_S:
         return None
     return outcome is Outcome.RETRY and result.status != 429

@@ -22,9 +22,9 @@ from datetime import UTC, datetime, timedelta
 from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
-from tickwheel.core.retry import Outcome, decide
+from tickwheel.core.retry import Outcome, RetryDecision, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
-from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit
+from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
 from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
 from tickwheel.store import runs
@@ -101,7 +101,7 @@ class RunHandler:
                 result, ctx.definition, retry_policy_of(ctx.definition), due.attempt + 1, ctx.scheduled_at,
                 self.clock(), self.rand(),
             )  # fmt: skip
-            failed = breaker_failure(result, verdict.outcome)
+            failed = breaker_failure(result, verdict.outcome, ctx.definition)
         finally:
             if self.limits is not None and isinstance(permit, Permit):
                 await asyncio.shield(self.limits.release(permit, failed, _ms(self.clock())))
@@ -134,8 +134,8 @@ class RunHandler:
         own = target if isinstance(target, HttpTarget) else None
         caps = Caps(
             tenant_concurrency=ctx.tenant.concurrency or w.tenant_concurrency,
-            target_concurrency=min(w.target_concurrency, (own and own.max_concurrency) or w.target_concurrency),
-            target_rate_per_s=min(w.target_rate_per_s, (own and own.rate_per_s) or w.target_rate_per_s),
+            target_concurrency=int(tightened(w.target_concurrency, own.max_concurrency if own else None)),
+            target_rate_per_s=tightened(w.target_rate_per_s, own.rate_per_s if own else None),
             hold_s=ctx.lease_s(w),
         )
         granted = await self.limits.acquire(ctx.run.tenant_id, ctx.target_host(), caps, _ms(self.clock()))
@@ -145,14 +145,28 @@ class RunHandler:
         return None
 
     async def defer(self, ctx: RunContext, denied: Denied) -> None:
-        """Put the run back for later without spending an attempt."""
+        """Put the run back for later without spending an attempt; past its max age it goes DEAD instead."""
         now = self.clock()
         wait_s = max(denied.wait_s, self.settings.worker.defer_s) * (1.0 + 0.2 * self.rand())
         until = now + timedelta(seconds=wait_s)
+        dead_reason = deferral_dead_reason(retry_policy_of(ctx.definition), ctx.scheduled_at, until)
+        if dead_reason is not None:
+            await self.give_up_deferred(ctx, denied, dead_reason, now)
+            return
         await runs.defer(self.store, ctx.run, ctx.due.attempt, until, denied.reason, now)
         self.announce(ctx.run, ctx.due.attempt, "run", until, now)
         metrics.deferrals.labels(denied.reason).inc()
         log.info("run deferred %.1f s: %s", wait_s, denied.reason, extra={**ctx.log, "attempt": ctx.due.attempt})
+
+    async def give_up_deferred(self, ctx: RunContext, denied: Denied, dead_reason: str, now: datetime) -> None:
+        """A run flow control kept back past its max age: claimed (fenced, like any attempt) and recorded DEAD
+        with the reason, then dead-lettered and alerted through the ordinary path."""
+        if not await self.claim(ctx, now):
+            return
+        result = CallResult(now.timestamp(), now.timestamp(), error="deferred", detail=denied.reason)
+        record = AttemptResult(RunStatus.DEAD, error=f"deferred: {denied.reason}; {dead_reason}")
+        verdict = Verdict(Outcome.RETRY, RetryDecision(dead_reason=dead_reason), record)
+        await self.record(ctx, ctx.due.attempt + 1, result, verdict, now)
 
     async def claim(self, ctx: RunContext, now: datetime) -> bool:
         lease_until = now + timedelta(seconds=ctx.lease_s(self.settings.worker))

@@ -2,7 +2,7 @@
 
 A call never raises for what the target did: it returns a `CallResult` the outcome logic classifies. Error codes
 in PERMANENT_ERRORS of tickwheel.core.retry (egress_denied, invalid_target, tls_certificate) make the run dead
-at once; every other error (timeout, connection_error, kafka_unavailable) is retried.
+at once; every other error (timeout, connection_error, dns_failure, kafka_unavailable) is retried.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from yarl import URL
 
 from schemas.messages import HttpTarget, KafkaTarget
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.core.targets import PLATFORM_TOPIC_PREFIX, header_refusal, topic_refusal
 from tickwheel.egress import EgressPolicy, EgressResolver
 from tickwheel.errors import EgressRefused, Unavailable
 
@@ -65,7 +66,7 @@ class HttpCaller:
     async def call(self, target: HttpTarget, body: bytes, headers: Mapping[str, str]) -> CallResult:
         started = time.time()
         url = URL(target.url)
-        refused = self._refusal(url)
+        refused = self._refusal(url) or _header_refusal(target)
         if refused is not None:
             return CallResult(started, time.time(), error=refused[0], detail=refused[1])
         assert self._session is not None, "HttpCaller.start() was not awaited"
@@ -88,6 +89,8 @@ class HttpCaller:
             return CallResult(started, time.time(), error="timeout", detail=f"no answer within {target.timeout_s:g} s")
         except aiohttp.ClientConnectorCertificateError as exc:
             return CallResult(started, time.time(), error="tls_certificate", detail=str(exc))
+        except aiohttp.ClientConnectorDNSError as exc:  # the name did not resolve: the host was never reached
+            return CallResult(started, time.time(), error="dns_failure", detail=_describe(exc))
         except (aiohttp.ClientError, OSError) as exc:
             return CallResult(started, time.time(), error="connection_error", detail=_describe(exc))
 
@@ -103,24 +106,37 @@ class HttpCaller:
 
 
 class KafkaCaller:
-    """Produce a run's payload to the job's topic, if the tenant may use it; the run id travels as a header."""
+    """Produce a run's payload to the job's topic, if the tenant may use it; the run id travels as a header.
+    `platform_prefix` is the deployment's topic prefix: topics under `<platform_prefix>tickwheel.` are the
+    platform's own and no tenant may produce to them."""
 
-    def __init__(self, producer: KafkaProducer):
+    def __init__(self, producer: KafkaProducer, platform_prefix: str = ""):
         self.producer = producer
+        self.platform_topics = platform_prefix + PLATFORM_TOPIC_PREFIX
 
     async def call(
         self, target: KafkaTarget, allowed_prefix: str, key: bytes, body: bytes, headers: Mapping[str, str]
     ) -> CallResult:
         started = time.time()
-        if not target.topic.startswith(allowed_prefix) or len(target.topic) == len(allowed_prefix):
-            detail = f"topic {target.topic} is outside the tenant's prefix {allowed_prefix!r}"
-            return CallResult(started, time.time(), error="invalid_target", detail=detail)
+        refusal = topic_refusal(target.topic, allowed_prefix, self.platform_topics)
+        if refusal is not None:
+            return CallResult(started, time.time(), error="invalid_target", detail=refusal)
         kafka_headers = [(name, value.encode()) for name, value in headers.items()]
         try:
             await self.producer.send(target.topic, body, key=key, headers=kafka_headers)
         except Unavailable as exc:
             return CallResult(started, time.time(), error="kafka_unavailable", detail=exc.message)
         return CallResult(started, time.time(), delivered=True)
+
+
+def _header_refusal(target: HttpTarget) -> tuple[str, str] | None:
+    """A connection-level header or a bad value the API refuses today, in a job stored before the rule existed:
+    dead at once, not a crash (the platform's own names are overridden by `call_headers` instead)."""
+    for name, value in target.headers.items():
+        refusal = header_refusal(name, value, platform_too=False)
+        if refusal is not None:
+            return "invalid_target", refusal
+    return None
 
 
 def _describe(exc: BaseException) -> str:

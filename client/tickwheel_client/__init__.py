@@ -29,6 +29,7 @@ from .models import (
     DstFlag,
     DstGap,
     DstRepeat,
+    DueCounts,
     Fire,
     HttpMethod,
     HttpTarget,
@@ -56,7 +57,7 @@ __version__ = VERSION
 
 __all__ = [
     "ApiError", "AsyncClient", "Attempt", "BadRequest", "BulkRedrive", "CatchUp", "Client", "Config", "ConfigError",
-    "Conflict", "ConnectionFailed", "DeadLetter", "DstFlag", "DstGap", "DstRepeat", "Fire", "HttpMethod",
+    "Conflict", "ConnectionFailed", "DeadLetter", "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Fire", "HttpMethod",
     "HttpTarget", "InvalidInput", "Job", "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound",
     "Overlap", "PayloadTooLarge", "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited",
     "Redriven", "Retries", "RetryPolicy", "Run", "RunStatus", "RunSummary", "Schedule", "ScheduleType",

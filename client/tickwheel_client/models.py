@@ -316,6 +316,24 @@ class Preview(Model, frozen=True, kw_only=True):
     fires: list[Fire]
 
 
+class SchedulePreview(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """The body of a schedule preview: a schedule not saved yet, and how many fires to show."""
+
+    schedule: Schedule
+    count: int = 10
+
+
+class DueCounts(Model, frozen=True, kw_only=True):
+    """Runs due per bucket of `bucket_s` from `start`, projected from the tenant's active jobs."""
+
+    start: Instant
+    bucket_s: int
+    counts: list[int]
+    jobs_counted: int
+    truncated: bool
+    """The projection stopped at its limit: the counts are a lower bound."""
+
+
 class Heartbeat(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
     """The body of a heartbeat: the attempt that holds the run, and by how much to extend its lease."""
 

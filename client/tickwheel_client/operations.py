@@ -64,6 +64,8 @@ OPERATIONS = (
     Operation("DELETE", "/v1/jobs/{job_id}", "delete_job"),
     Operation("GET", "/v1/jobs/{job_id}/runs", "list_runs", None, m.Page[m.RunSummary]),
     Operation("GET", "/v1/jobs/{job_id}/preview", "preview_job", None, m.Preview),
+    Operation("POST", "/v1/schedules/preview", "preview_schedule", m.SchedulePreview, m.Preview),
+    Operation("GET", "/v1/due-counts", "due_counts", None, m.DueCounts),
     Operation("GET", "/v1/runs/{run_id}", "get_run", None, m.Run),
     Operation("POST", "/v1/runs/{run_id}/heartbeat", "heartbeat", m.Heartbeat, m.Lease),
     Operation("GET", "/v1/dead-letters", "list_dead_letters", None, m.Page[m.DeadLetter]),
@@ -165,6 +167,17 @@ def list_runs(
 def preview_job(job_id: uuid.UUID | str, count: int) -> Call[list[m.Fire]]:
     decode = _model(m.Preview)
     return Call("GET", f"/v1/jobs/{_id(job_id)}/preview", lambda r: decode(r).fires, params=_params(count=count))
+
+
+def preview_schedule(schedule: m.Schedule, count: int) -> Call[list[m.Fire]]:
+    """Not a change (nothing is stored), so no Idempotency-Key."""
+    decode = _model(m.Preview)
+    body = m.to_json(m.SchedulePreview(schedule=schedule, count=count))
+    return Call("POST", "/v1/schedules/preview", lambda r: decode(r).fires, body=body, headers={"Content-Type": JSON})
+
+
+def due_counts(resolution: str) -> Call[m.DueCounts]:
+    return Call("GET", "/v1/due-counts", _model(m.DueCounts), params=_params(resolution=resolution))
 
 
 def get_run(run_id: uuid.UUID | str) -> Call[m.Run]:

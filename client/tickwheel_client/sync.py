@@ -141,6 +141,14 @@ class Client:
         """The next `count` fire times, in UTC and in the schedule's zone."""
         return self._send(ops.preview_job(job_id, count))
 
+    def preview_schedule(self, schedule: m.Schedule, count: int = 10) -> list[m.Fire]:
+        """The next `count` fires of a schedule not saved yet, checked as a create would check it."""
+        return self._send(ops.preview_schedule(schedule, count))
+
+    def due_counts(self, resolution: str = "minute") -> m.DueCounts:
+        """Runs due per minute over the next 2 hours (`minute`) or per hour over the next 7 days (`hour`)."""
+        return self._send(ops.due_counts(resolution))
+
     def list_runs(
         self, job_id: Id, *, status: m.RunStatus | str | None = None, page_size: int | None = None
     ) -> Iterator[m.RunSummary]:

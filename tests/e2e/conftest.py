@@ -3,11 +3,13 @@ test run's keyspace, topic prefix and ZooKeeper chroot, with a local sink as the
 
 from __future__ import annotations
 
+import hashlib
 import os
 import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +21,7 @@ from tickwheel.settings import Settings
 from tickwheel.sink import Sink
 
 PROCESSES = ("api", "coordinator", "dispatcher", "worker")
+OPERATOR_KEY = f"op-{uuid.uuid4().hex}"
 STACK_DIR = Path(__file__).resolve().parents[2] / ".stack"
 
 
@@ -33,6 +36,7 @@ class Platform:
     api_url: str
     env: dict[str, str]
     logs: dict[str, Path]
+    operator_key: str = OPERATOR_KEY
 
 
 def _env(settings: Settings, ports: dict[str, int]) -> dict[str, str]:
@@ -40,6 +44,11 @@ def _env(settings: Settings, ports: dict[str, int]) -> dict[str, str]:
     run = settings.cassandra.keyspace.removeprefix("tw_test_")
     env.update(
         TICKWHEEL_ENV_FILE=str((STACK_DIR / "env").resolve()),
+        # the servers this test session uses, not whatever .stack/env says by the time a process starts
+        TICKWHEEL_CASSANDRA=",".join(settings.cassandra.hosts),
+        TICKWHEEL_KAFKA=settings.kafka.bootstrap,
+        TICKWHEEL_ZOOKEEPER=settings.zookeeper.hosts,
+        TICKWHEEL_REDIS=settings.redis.url,
         TICKWHEEL_CASSANDRA_KEYSPACE=settings.cassandra.keyspace,
         TICKWHEEL_KAFKA_TOPIC_PREFIX=settings.kafka.topic_prefix,
         TICKWHEEL_KAFKA_LANE_PARTITIONS=str(settings.kafka.lane_partitions),
@@ -52,6 +61,7 @@ def _env(settings: Settings, ports: dict[str, int]) -> dict[str, str]:
         TICKWHEEL_COORDINATOR_PORT=str(ports["coordinator"]),
         TICKWHEEL_DISPATCHER_PORT=str(ports["dispatcher"]),
         TICKWHEEL_WORKER_PORT=str(ports["worker"]),
+        TICKWHEEL_API_OPERATOR_KEY_SHA256=hashlib.sha256(OPERATOR_KEY.encode()).hexdigest(),
     )
     return env
 

@@ -221,3 +221,26 @@ def _headers(msg: Message) -> tuple[tuple[str, bytes], ...]:
     raw = msg.headers() or ()
     pairs = raw.items() if isinstance(raw, dict) else raw
     return tuple((name, value.encode() if isinstance(value, str) else value or b"") for name, value in pairs)
+
+
+async def consumer_lag(settings: KafkaSettings, group: str, topic: str) -> dict[int, int]:
+    """Messages in each partition of `topic` that consumer group `group` has not committed yet (a partition the
+    group never committed counts from the oldest message kept). Reads offsets only; joins no group."""
+    consumer = Consumer({"bootstrap.servers": settings.bootstrap, "group.id": group, "enable.auto.commit": False})
+    timeout = settings.request_timeout_s
+
+    def read() -> dict[int, int]:
+        metadata = consumer.list_topics(topic, timeout=timeout)
+        partitions = [TopicPartition(topic, p) for p in sorted(metadata.topics[topic].partitions)]
+        lag = {}
+        for committed in consumer.committed(partitions, timeout=timeout):
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, committed.partition), timeout=timeout)
+            lag[committed.partition] = max(0, high - (committed.offset if committed.offset >= 0 else low))
+        return lag
+
+    try:
+        return await asyncio.to_thread(read)
+    except KafkaException as exc:
+        raise Unavailable(f"Kafka did not report the offsets of {group} on {topic}: {exc}") from exc
+    finally:
+        await asyncio.to_thread(consumer.close)

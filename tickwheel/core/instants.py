@@ -14,6 +14,13 @@ _BRACKETED = re.compile(r"^(?P<stamp>[^\[\]]+)(?:\[(?P<zone>[^\[\]]+)\])?$")
 def parse_instant(text: str, *, field: str = "schedule.run_at") -> datetime:
     """Parse `2026-03-08T02:30:00-05:00`, `...Z` or `2026-03-08T02:30:00[America/New_York]` to an aware UTC
     datetime; a zoned local time in a DST gap means the first instant after it, a repeated one its first."""
+    try:
+        return _parse_instant(text, field)
+    except OverflowError:  # e.g. 9999-12-31T23:59:59-14:00 is in year 10000 in UTC
+        raise ScheduleError(field, f"{text!r} is outside the range of representable instants") from None
+
+
+def _parse_instant(text: str, field: str) -> datetime:
     match = _BRACKETED.match(text.strip())
     if match is None:
         raise ScheduleError(field, f"{text!r} is not an ISO-8601 instant")

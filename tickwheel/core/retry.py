@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 
+# A policy without max_age_s still may not be deferred (breaker, caps) for longer than this.
+MAX_DEFERRAL_AGE_S = 7 * 86_400
 PERMANENT_ERRORS = frozenset({"egress_denied", "invalid_target", "payload_too_large", "tls_certificate"})
 
 
@@ -114,3 +116,12 @@ def decide(
     if policy.max_age_s is not None and (retry_at - first_scheduled_at).total_seconds() > policy.max_age_s:
         return RetryDecision(dead_reason=f"the retry would start more than max_age_s {policy.max_age_s:g} s late")
     return RetryDecision(retry_at=retry_at)
+
+
+def deferral_dead_reason(policy: RetryPolicy, first_scheduled_at: datetime, deferred_until: datetime) -> str | None:
+    """Why a run deferred until `deferred_until` (flow control, no attempt spent) must go dead instead: it would
+    start later than its policy's max_age_s (MAX_DEFERRAL_AGE_S without one) after it was due; None otherwise."""
+    limit_s = policy.max_age_s if policy.max_age_s is not None else MAX_DEFERRAL_AGE_S
+    if (deferred_until - first_scheduled_at).total_seconds() > limit_s:
+        return f"deferred more than max_age_s {limit_s:g} s past its scheduled time"
+    return None

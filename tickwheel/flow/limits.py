@@ -1,11 +1,19 @@
-"""Flow control in Redis: per-target-host token bucket and concurrency cap, per-tenant concurrency cap, and a
-circuit breaker per target host. Each check is one Lua script, so workers share the limits atomically.
+"""Flow control in Redis: per-target-host token bucket and concurrency cap, per-tenant concurrency cap, and
+circuit breakers. Each check is one Lua script, so workers share the limits atomically.
 
 Concurrency slots are sorted-set members scored with their expiry (the run's lease), so a worker that dies
-holding a slot frees it when the lease passes. The breaker counts calls in a sliding window of 6 slots; it opens
-when at least `breaker_min_calls` calls in `breaker_window_s` were made and more than half failed; once
-`breaker_open_s` has passed it lets one probe through at a time (half-open): a successful probe closes it, a
-failed one opens it again. A denied acquire says why and how long to wait, so the run is deferred, not tried.
+holding a slot frees it when the lease passes.
+
+Breakers are kept per (tenant, target host), so one tenant cannot open a breaker for the others: any tenant
+can make a shared host fail for its own calls (a path that answers 500), and a breaker fed by every tenant
+would let it stop everyone's calls, and keep them stopped by taking each half-open probe. A tenant's breaker
+counts that tenant's calls in a sliding window of 6 slots; it opens when at least `breaker_min_calls` calls
+in `breaker_window_s` were made and more than half failed; once `breaker_open_s` has passed it lets one probe
+through at a time (half-open): a successful probe closes it, a failed one opens it again. The host-wide
+breaker is derived: a host is open for every tenant while at least `breaker_min_tenants` tenants have their
+own breaker open on it, so a host that is really down is spared the calls of tenants that have not yet seen it
+fail, and a single tenant (below that count) can never trip it. A denied acquire says why and how long to
+wait, so the run is deferred, not tried. Host names are normalised (`canonical_host`) before they key anything.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tickwheel import metrics
+from tickwheel.egress import canonical_host
 from tickwheel.errors import Unavailable
 from tickwheel.flow.redis import REDIS_DOWN, RedisClient
 from tickwheel.settings import WorkerSettings
@@ -29,16 +38,24 @@ BREAKER_SLOTS = 6
 REDIS_CALLS_IN_FLIGHT = 64
 
 ACQUIRE = """
-local tenant_slots, host_slots, bucket, breaker, probe = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local tenant_slots, host_slots, bucket, breaker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local probe, open_tenants = KEYS[5], KEYS[6]
 local now, token = tonumber(ARGV[1]), ARGV[2]
 local tenant_cap, host_cap = tonumber(ARGV[3]), tonumber(ARGV[4])
 local rate, burst, hold = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local min_tenants = tonumber(ARGV[8])
 local is_probe = 0
 local open_until = tonumber(redis.call('HGET', breaker, 'open_until') or '0')
 if open_until > 0 then
   if now < open_until then return {0, 'breaker_open', open_until - now, 0} end
   if not redis.call('SET', probe, token, 'NX', 'PX', hold) then return {0, 'breaker_half_open', 1000, 0} end
   is_probe = 1
+else
+  redis.call('ZREMRANGEBYSCORE', open_tenants, '-inf', now)
+  if redis.call('ZCARD', open_tenants) >= min_tenants then
+    local first = redis.call('ZRANGE', open_tenants, 0, 0, 'WITHSCORES')
+    return {0, 'host_breaker_open', tonumber(first[2]) - now, 0}
+  end
 end
 local function refuse(reason, wait)
   if is_probe == 1 then redis.call('DEL', probe) end
@@ -66,9 +83,10 @@ return {1, '', 0, is_probe}
 """
 
 RELEASE = """
-local tenant_slots, host_slots, breaker, probe = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local tenant_slots, host_slots, breaker, probe, open_tenants = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local now, token, outcome, is_probe = tonumber(ARGV[1]), ARGV[2], ARGV[3], ARGV[4]
 local window, min_calls, open_ms = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local tenant = ARGV[8]
 redis.call('ZREM', tenant_slots, token)
 redis.call('ZREM', host_slots, token)
 if outcome == 'none' then
@@ -76,14 +94,19 @@ if outcome == 'none' then
   return 'unchanged'
 end
 local failed = outcome == 'failed'
+local function open()
+  redis.call('DEL', breaker)
+  redis.call('HSET', breaker, 'open_until', now + open_ms)
+  redis.call('PEXPIRE', breaker, open_ms * 10 + window)
+  redis.call('ZADD', open_tenants, now + open_ms, tenant)
+  redis.call('PEXPIRE', open_tenants, open_ms * 2)
+  return 'opened'
+end
 if is_probe == '1' then
   redis.call('DEL', probe)
+  if failed then return open() end
   redis.call('DEL', breaker)
-  if failed then
-    redis.call('HSET', breaker, 'open_until', now + open_ms)
-    redis.call('PEXPIRE', breaker, open_ms * 10 + window)
-    return 'opened'
-  end
+  redis.call('ZREM', open_tenants, tenant)
   return 'closed'
 end
 if redis.call('HEXISTS', breaker, 'open_until') == 1 then return 'open' end
@@ -102,12 +125,7 @@ for i = 1, #fields, 2 do
   elseif string.sub(key, 1, 2) == 'f:' then fails = fails + n end
 end
 redis.call('PEXPIRE', breaker, window * 2)
-if calls >= min_calls and fails * 2 > calls then
-  redis.call('DEL', breaker)
-  redis.call('HSET', breaker, 'open_until', now + open_ms)
-  redis.call('PEXPIRE', breaker, open_ms * 10 + window)
-  return 'opened'
-end
+if calls >= min_calls and fails * 2 > calls then return open() end
 return 'closed'
 """
 
@@ -140,6 +158,12 @@ class Caps:
     hold_s: float  # how long a slot is held at most: the run's lease
 
 
+def tightened(default: float, own: float | None) -> float:
+    """A job's own limit where it is stricter than the worker's default; unset, zero or negative (a job
+    stored before the API refused those) leaves the default, so no job can make its runs wait forever."""
+    return min(default, own) if own is not None and own > 0 else default
+
+
 class FlowLimits:
     """The flow checks of one worker process on the shared Redis."""
 
@@ -151,12 +175,14 @@ class FlowLimits:
         self._gate = asyncio.Semaphore(REDIS_CALLS_IN_FLIGHT)
 
     def _keys(self, tenant: str, host: str) -> dict[str, str]:
+        host = canonical_host(host)
         return {
             "tenant": self.redis.key("tenant", tenant, "slots"),
             "host": self.redis.key("host", host, "slots"),
             "bucket": self.redis.key("host", host, "bucket"),
-            "breaker": self.redis.key("host", host, "breaker"),
-            "probe": self.redis.key("host", host, "probe"),
+            "breaker": self.redis.key("host", host, "breaker", tenant),
+            "probe": self.redis.key("host", host, "probe", tenant),
+            "open_tenants": self.redis.key("host", host, "open-tenants"),
         }
 
     async def acquire(self, tenant: str, host: str, caps: Caps, now_ms: int) -> Permit | Denied:
@@ -167,8 +193,8 @@ class FlowLimits:
         rate = max(caps.target_rate_per_s, 0.001)
         hold_ms = max(1, math.ceil(caps.hold_s * 1000))
         args: list[str | int | float] = [now_ms, token, caps.tenant_concurrency, caps.target_concurrency, rate]
-        args += [max(rate, 1.0), hold_ms]
-        keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"]]
+        args += [max(rate, 1.0), hold_ms, self.settings.breaker_min_tenants]
+        keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
             async with self._gate:
                 allowed, reason, wait_ms, probe = await self._acquire(keys=keys, args=args)
@@ -186,23 +212,24 @@ class FlowLimits:
         outcome = "none" if failed is None else ("failed" if failed else "ok")
         s = self.settings
         args: list[Any] = [now_ms, permit.token, outcome, "1" if permit.probe else "0"]
-        args += [int(s.breaker_window_s * 1000), s.breaker_min_calls, int(s.breaker_open_s * 1000)]
+        args += [int(s.breaker_window_s * 1000), s.breaker_min_calls, int(s.breaker_open_s * 1000), permit.tenant]
+        keys = [k["tenant"], k["host"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
             async with self._gate:
-                result = await self._release(keys=[k["tenant"], k["host"], k["breaker"], k["probe"]], args=args)
+                result = await self._release(keys=keys, args=args)
         except REDIS_DOWN as exc:
             metrics.backend_errors.labels("redis").inc()
             log.warning("flow limits unavailable, slot left to expire: %s", exc)
             return "unknown"
         state = _text(result)
         if state == "opened":
-            log.warning("circuit breaker opened for target %s", permit.host)
+            log.warning("circuit breaker opened for tenant %s on target %s", permit.tenant, permit.host)
         return state
 
-    async def breaker_open_until_ms(self, host: str) -> int | None:
-        """When the host's breaker stops refusing (None: closed)."""
+    async def breaker_open_until_ms(self, tenant: str, host: str) -> int | None:
+        """When the tenant's breaker on `host` stops refusing (None: closed)."""
         try:
-            value = await self.redis.redis.hget(self._keys("-", host)["breaker"], "open_until")
+            value = await self.redis.redis.hget(self._keys(tenant, host)["breaker"], "open_until")
         except REDIS_DOWN as exc:
             raise Unavailable(f"Redis is unavailable: {exc}") from exc
         return int(value) if value is not None else None

@@ -32,6 +32,7 @@ class Tenant:
     max_jobs: int | None = None
     requests_per_s: int | None = None
     min_interval_s: int | None = None
+    kafka_topic_prefix: str | None = None  # None: default_topic_prefix(tenant_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,7 @@ def _tenant_of(row: Row) -> Tenant:
         max_jobs=row["max_jobs"],
         requests_per_s=row["requests_per_s"],
         min_interval_s=row["min_interval_s"],
+        kafka_topic_prefix=row.get("kafka_topic_prefix"),
     )
 
 

@@ -125,10 +125,10 @@ async def test_probes_metrics_and_the_openapi_document(client: Any):
 def test_every_route_is_documented_and_every_documented_route_exists():
     from aiohttp import web
 
-    from api import dead_letters, jobs, meta, runs
+    from api import dead_letters, jobs, meta, operator, runs, upcoming
 
     app = web.Application()
-    for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes):
+    for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes, upcoming.routes, operator.routes):
         app.add_routes(table)
     routes = {
         (r.resource.canonical, r.method.lower()) for r in app.router.routes() if r.method != "HEAD" and r.resource
@@ -140,3 +140,66 @@ def test_every_route_is_documented_and_every_documented_route_exists():
         if method in ("get", "post", "patch", "delete", "put")
     }
     assert routes == documented
+
+
+@pytest.mark.parametrize(
+    ("target", "field"),
+    [
+        ({"maxConcurrency": -1}, "target.maxConcurrency"),
+        ({"ratePerS": 0}, "target.ratePerS"),
+        ({"timeoutS": 0.000001}, "target.timeoutS"),
+        ({"headers": {"Transfer-Encoding": "chunked"}}, "target.headers.Transfer-Encoding"),
+        ({"headers": {"Host": "internal"}}, "target.headers.Host"),
+        ({"headers": {"webhook-signature": "v1,forged"}}, "target.headers.webhook-signature"),
+        ({"headers": {"X-Tickwheel-Attempt": "1"}}, "target.headers.X-Tickwheel-Attempt"),
+        ({"headers": {"X-A": "a\x0bb"}}, "target.headers.X-A"),
+        ({"headers": {"X-A": "a\x7fb"}}, "target.headers.X-A"),
+    ],
+)
+async def test_hostile_http_targets_are_422_naming_the_field(alice: Caller, target: dict[str, Any], field: str):
+    body = cron_job(target={"type": "http", "url": "https://example.com/hook", **target})
+    assert (await problem_of(await alice.call("POST", "/v1/jobs", json=body), 422))["field"] == field
+
+
+async def test_positive_flow_limits_are_accepted_and_returned(alice: Caller):
+    target = {"type": "http", "url": "https://example.com/hook", "maxConcurrency": 2, "ratePerS": 0.5}
+    response = await alice.call("POST", "/v1/jobs", json=cron_job(target=target))
+    assert response.status == 201, await response.text()
+    job = await response.json()
+    assert job["target"]["maxConcurrency"] == 2 and job["target"]["ratePerS"] == 0.5
+
+
+async def test_a_kafka_topic_must_be_under_the_tenants_own_prefix(store: Any, make_tenant: Any):
+    acme, acme2 = await make_tenant(), await make_tenant()
+    for tenant, prefix in ((acme, "acme."), (acme2, "acme2.")):
+        await store.execute("UPDATE tenants SET kafka_topic_prefix = ? WHERE tenant_id = ?", [prefix, tenant.tenant_id])
+    mine = await acme.call("POST", "/v1/jobs", json=cron_job(target={"type": "kafka", "topic": "acme.orders"}))
+    assert mine.status == 201, await mine.text()
+    for topic in ("acme2.orders", "acme", "tickwheel.runs.default"):
+        foreign = await acme.call("POST", "/v1/jobs", json=cron_job(target={"type": "kafka", "topic": topic}))
+        assert (await problem_of(foreign, 422))["field"] == "target.topic"
+
+
+async def test_json_nested_a_thousand_deep_is_422_naming_the_field(alice: Caller):
+    body = b'{"schedule": {"type": "cron", "expr": "0 9 * * *"}, "target": {"type": "http", "url": "https://e.io"}, '
+    body += b'"payload": ' + b"[" * 1000 + b"]" * 1000 + b"}"
+    response = await alice.call("POST", "/v1/jobs", data=body, headers={"Content-Type": "application/json"})
+    assert (await problem_of(response, 422))["field"] == "payload"
+
+
+@pytest.mark.parametrize(
+    ("schedule", "field"),
+    [
+        ({"type": "once", "runAt": "9999-12-31T23:59:59-14:00"}, "schedule.runAt"),
+        ({"type": "interval", "everyS": 3600, "startAt": "9999-12-31T20:00:00Z"}, "schedule.startAt"),
+    ],
+)
+async def test_instants_near_year_9999_are_422_naming_the_field(alice: Caller, schedule: Any, field: str):
+    response = await alice.call("POST", "/v1/jobs", json=cron_job(schedule=schedule))
+    assert (await problem_of(response, 422))["field"] == field
+
+
+async def test_the_payload_limit_counts_bytes(make_client: Any, make_tenant: Any):
+    small = await make_tenant(await make_client(max_payload_bytes=1024))
+    response = await small.call("POST", "/v1/jobs", json=cron_job(payload={"blob": "\u00e9" * 600}))  # 1200+ bytes
+    assert (await problem_of(response, 413))["field"] == "payload"

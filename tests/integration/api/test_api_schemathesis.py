@@ -1,5 +1,7 @@
-"""Schemathesis over schemas/openapi.yaml against a real `tickwheel api` process: no input it generates may
-produce a server error (5xx) or a response the document does not describe as possible."""
+"""Schemathesis over schemas/openapi.yaml against a real `tickwheel api` process, with every check: no input it
+generates may produce a server error, a status, header, content type or body the document does not describe,
+an accepted schema-violating request, a refused schema-valid one (beyond the refusals schemathesis.toml lists
+as by design), or a deleted resource that still answers."""
 
 from __future__ import annotations
 
@@ -20,6 +22,10 @@ from tickwheel.store.tenants import create_tenant
 
 ROOT = Path(__file__).resolve().parents[3]
 SCHEMATHESIS = Path(sys.executable).with_name("schemathesis")
+CONFIG = Path(__file__).with_name("schemathesis.toml")  # which refusals of schema-valid data are by design
+EXAMPLES = "100"  # per operation and phase: enough that hypothesis reaches the nested and boundary values
+# The request timeout is generous because the box is shared (a DELETE's LWTs took > 20 s at load 15): this
+# test is about what the API answers, latency is measured by the benchmarks.
 
 
 def free_port() -> int:
@@ -65,13 +71,15 @@ async def api_url(settings: Settings) -> AsyncIterator[str]:
         await process.wait()
 
 
-async def test_schemathesis_finds_no_server_error(api_url: str, store: CassandraStore, namespace: str):
+@pytest.mark.timeout(900)
+async def test_schemathesis_with_every_check_finds_nothing(api_url: str, store: CassandraStore, namespace: str):
     _, key = await create_tenant(store, namespace, datetime.now(UTC), tenant_id=namespace)
     run = await asyncio.create_subprocess_exec(
-        str(SCHEMATHESIS), "run", str(ROOT / "schemas" / "openapi.yaml"), "--url", api_url,
-        "-H", f"Authorization: Bearer {key}", "--checks", "not_a_server_error,status_code_conformance",
-        "--phases", "coverage,fuzzing", "-n", "5", "--seed", "7", "--request-timeout", "20",
+        str(SCHEMATHESIS), "--config-file", str(CONFIG), "run", str(ROOT / "schemas" / "openapi.yaml"),
+        "--url", api_url,
+        "-H", f"Authorization: Bearer {key}", "--checks", "all",
+        "--phases", "examples,coverage,fuzzing,stateful", "-n", EXAMPLES, "--seed", "7", "--request-timeout", "60",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
-    output, _ = await asyncio.wait_for(run.communicate(), timeout=150)
-    assert run.returncode == 0, output.decode()[-6000:]
+    output, _ = await asyncio.wait_for(run.communicate(), timeout=840)
+    assert run.returncode == 0, output.decode()[-12000:]

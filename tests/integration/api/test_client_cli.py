@@ -98,9 +98,10 @@ async def test_a_job_created_listed_edited_paused_resumed_previewed_and_deleted(
 
 
 async def test_jobs_from_a_file_of_many_are_created_once_even_when_the_command_is_run_again(
-    tickwheel: Run, tmp_path: Path
+    tickwheel: Run, alice: Caller, tmp_path: Path
 ) -> None:
-    target = {"type": "kafka", "topic": "reminders"}
+    topic = f"{alice.tenant_id}.reminders"  # a Kafka topic must be under the tenant's prefix (422 otherwise)
+    target = {"type": "kafka", "topic": topic}
     jobs = [
         {"name": f"job {n}", "schedule": {"type": "interval", "everyS": 3600 + n}, "target": {**target, "key": f"k{n}"}}
         for n in range(5)
@@ -113,7 +114,7 @@ async def test_jobs_from_a_file_of_many_are_created_once_even_when_the_command_i
         f"job {n}" for n in range(5)
     ]
     one = (await tickwheel("jobs", "create", "-f", "-", "-o", "json", stdin=json.dumps(jobs[0]))).json()
-    assert one["target"] == {"type": "kafka", "topic": "reminders", "key": "k0"}
+    assert one["target"] == {"type": "kafka", "topic": topic, "key": "k0"}
 
 
 async def test_runs_and_dead_letters_listed_shown_and_redriven(

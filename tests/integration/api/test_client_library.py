@@ -167,6 +167,20 @@ async def test_errors_arrive_typed_with_the_problems_field(tw: AsyncClient, alic
             await stranger.get_job(job.id)
 
 
+async def test_an_unsaved_schedule_and_the_upcoming_load_through_the_async_client(tw: AsyncClient) -> None:
+    fires = await tw.preview_schedule(Schedule.cron("30 2 * * *", tz="Europe/Paris"), count=3)
+    assert len(fires) == 3 and all(f.local.utcoffset() is not None for f in fires)
+    with pytest.raises(InvalidInput) as bad:
+        await tw.preview_schedule(Schedule.cron("61 * * * *"))
+    assert bad.value.field == "schedule.expr"
+
+    await tw.create_job(**cron())
+    hours = await tw.due_counts("hour")
+
+    assert hours.bucket_s == 3600 and len(hours.counts) == 168 and hours.jobs_counted == 1
+    assert sum(hours.counts) in (6, 7) and not hours.truncated  # 09:00 Paris on each of the next 7 days
+
+
 async def test_lists_follow_the_cursor_across_several_pages(tw: AsyncClient) -> None:
     made = {(await tw.create_job(**cron(name=f"job {n}"))).id for n in range(7)}
     transport = RecordingTransport()

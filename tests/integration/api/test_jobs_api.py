@@ -177,6 +177,7 @@ async def test_delete_is_soft_and_cancels_the_unstarted_run(alice: Caller, store
     assert (await (await alice.call("GET", "/v1/jobs")).json())["items"] == []
     assert (await alice.call("DELETE", path)).status == 204
     assert (await alice.call("PATCH", path, json={"state": "ACTIVE"}, headers={"If-Match": '"2"'})).status == 409
+    assert (await alice.call("GET", f"{path}/preview")).status == 404  # found by schemathesis' use_after_free
 
 
 async def test_the_same_idempotency_key_replays_and_another_body_is_422(alice: Caller):
@@ -211,14 +212,24 @@ async def test_listing_pages_with_cursors_and_filters(alice: Caller):
 
 
 async def test_preview_lists_fires_with_local_times_and_dst_flags(alice: Caller):
-    body = cron_job(schedule={"type": "cron", "expr": "30 2 * * *", "tz": "Europe/Paris"})
-    job = await (await alice.call("POST", "/v1/jobs", json=body)).json()
-    preview = await (await alice.call("GET", f"/v1/jobs/{job['id']}/preview?count=400")).json()
+    schedule = {"type": "cron", "expr": "30 2 * * *", "tz": "Europe/Paris", "startAt": "2027-03-01T00:00:00Z"}
+    job = await (await alice.call("POST", "/v1/jobs", json=cron_job(schedule=schedule))).json()
+    preview = await (await alice.call("GET", f"/v1/jobs/{job['id']}/preview?count=100")).json()
     fires = preview["fires"]
-    assert len(fires) == 400 and fires[0]["at"] == job["next_run_at"]
+    assert len(fires) == 100 and fires[0]["at"] == job["next_run_at"]
     assert any(f["dst"] == "shifted" for f in fires)  # 02:30 does not exist on the spring-forward night
     assert all(f["local"].endswith(("+01:00", "+02:00")) for f in fires)
     assert (await alice.call("GET", f"/v1/jobs/{job['id']}/preview?count=0")).status == 422
+    assert (await alice.call("GET", f"/v1/jobs/{job['id']}/preview?count=101")).status == 422
+
+
+async def test_a_preview_is_charged_by_its_size_against_the_request_rate(make_client: Any, make_tenant: Any):
+    tenant = await make_tenant(await make_client(requests_per_s=60))
+    job = await (await tenant.call("POST", "/v1/jobs", json=cron_job())).json()
+    statuses = [(await tenant.call("GET", f"/v1/jobs/{job['id']}/preview?count=100")).status for _ in range(5)]
+    assert statuses[0] == 200 and 429 in statuses  # 51 units each (with the request): two never fit in one second
+    await asyncio.sleep(1.1)  # the next second's quota
+    assert (await tenant.call("GET", f"/v1/jobs/{job['id']}/preview?count=2")).status == 200
 
 
 async def test_an_idempotent_delete_replays_its_204(alice: Caller):

@@ -50,6 +50,8 @@ async def test_dead_letters_list_filter_and_redrive_a_new_attempt_of_the_same_ru
     )  # fmt: skip
     letters = await (await alice.call("GET", "/v1/dead-letters?target_host=example.com")).json()
     assert [d["run_id"] for d in letters["items"]] == [str(run.run_id)]
+    spelled = await (await alice.call("GET", "/v1/dead-letters?target_host=EXAMPLE.com.")).json()
+    assert spelled["items"] == letters["items"]
     none = await (await alice.call("GET", "/v1/dead-letters?target_host=other.org")).json()
     assert none["items"] == []
     dry = await (await alice.call("POST", "/v1/dead-letters/redrive", json={"dryRun": True})).json()

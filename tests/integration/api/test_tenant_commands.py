@@ -40,3 +40,17 @@ async def test_rotating_the_signing_secret_keeps_the_previous_one(settings: Sett
     after = (await tenants.tenant_by_name(store, name)).signing_secrets
     assert after[1:] == before and after[0] != before[0] and after[0].startswith("whsec_")
     assert lines[-2:] == [f"current\t{after[0]}", f"previous\t{before[0]}"]
+
+
+async def test_revoking_a_key_marks_it_for_every_api_process(settings: Settings, store: CassandraStore) -> None:
+    from api.auth import key_id_of, revoked_mark
+    from tickwheel.flow.redis import RedisClient
+
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    key = (await tickwheel(settings, "tenants", "create", name))[-1]
+    await tickwheel(settings, "tenants", "keys", "revoke", name, key_id_of(key))
+    redis = RedisClient(settings.redis)  # the platform's own prefix, as the API processes use it
+    try:
+        assert await redis.redis.exists(revoked_mark(redis, key_id_of(key)))
+    finally:
+        await redis.close()

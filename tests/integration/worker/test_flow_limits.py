@@ -61,6 +61,56 @@ async def test_the_breaker_needs_enough_calls_opens_on_a_failing_majority_and_on
     probe = await limits.acquire("t", "down", caps, now_ms=22_200)
     assert isinstance(probe, Permit) and probe.probe
     assert await limits.release(probe, failed=False, now_ms=22_300) == "closed"
-    assert await limits.breaker_open_until_ms("down") is None
+    assert await limits.breaker_open_until_ms("t", "down") is None
     after = await limits.acquire("t", "down", caps, now_ms=22_400)
     assert isinstance(after, Permit) and not after.probe
+
+
+async def open_breaker(limits: FlowLimits, tenant: str, host: str, now_ms: int) -> None:
+    """Four failed calls of `tenant` to `host`: its own breaker opens (breaker_min_calls = 4)."""
+    caps = dataclasses.replace(CAPS, tenant_concurrency=100)
+    states = []
+    for _ in range(4):
+        permit = await limits.acquire(tenant, host, caps, now_ms=now_ms)
+        assert isinstance(permit, Permit), permit
+        states.append(await limits.release(permit, failed=True, now_ms=now_ms))
+    assert states[-1] == "opened"
+
+
+async def test_one_tenants_failures_open_only_its_own_breaker_on_a_shared_host(limits: FlowLimits) -> None:
+    await open_breaker(limits, "mallory", "shared.example", now_ms=30_000)
+    assert await limits.acquire("mallory", "shared.example", CAPS, now_ms=30_100) == Denied("breaker_open", 0.9)
+    victim = await limits.acquire("alice", "shared.example", CAPS, now_ms=30_100)
+    assert isinstance(victim, Permit) and not victim.probe
+    assert await limits.breaker_open_until_ms("alice", "shared.example") is None
+
+
+async def test_a_tenant_cannot_hold_another_tenants_half_open_probe(limits: FlowLimits) -> None:
+    await open_breaker(limits, "mallory", "probe.example", now_ms=40_000)
+    await open_breaker(limits, "alice", "probe.example", now_ms=40_000)
+    mallory_probe = await limits.acquire("mallory", "probe.example", CAPS, now_ms=41_000)
+    assert isinstance(mallory_probe, Permit) and mallory_probe.probe
+    alice_probe = await limits.acquire("alice", "probe.example", CAPS, now_ms=41_000)
+    assert isinstance(alice_probe, Permit) and alice_probe.probe  # her own probe, not blocked by mallory's
+    assert await limits.release(mallory_probe, failed=True, now_ms=41_100) == "opened"
+    assert await limits.release(alice_probe, failed=False, now_ms=41_100) == "closed"
+    assert isinstance(await limits.acquire("alice", "probe.example", CAPS, now_ms=41_200), Permit)
+
+
+async def test_the_host_closes_to_every_tenant_once_two_tenants_breakers_are_open(limits: FlowLimits) -> None:
+    await open_breaker(limits, "a", "down.example", now_ms=50_000)
+    assert isinstance(await limits.acquire("c", "down.example", CAPS, now_ms=50_100), Permit)  # one tenant: no
+    await open_breaker(limits, "b", "down.example", now_ms=50_200)
+    assert await limits.acquire("c", "down.example", CAPS, now_ms=50_300) == Denied("host_breaker_open", 0.7)
+    probe = await limits.acquire("a", "down.example", CAPS, now_ms=51_000)  # a's breaker is half-open
+    assert isinstance(probe, Permit) and probe.probe
+    assert await limits.release(probe, failed=False, now_ms=51_050) == "closed"
+    assert isinstance(await limits.acquire("c", "down.example", CAPS, now_ms=51_100), Permit)
+
+
+@pytest.mark.parametrize("spelling", ["EXAMPLE.com", "example.com.", "Example.COM."])
+async def test_every_spelling_of_a_host_shares_its_limits(limits: FlowLimits, spelling: str) -> None:
+    caps = dataclasses.replace(CAPS, tenant_concurrency=100, target_concurrency=1)
+    held = await limits.acquire("t", "example.com", caps, now_ms=60_000)
+    assert isinstance(held, Permit)
+    assert await limits.acquire("u", spelling, caps, now_ms=60_001) == Denied("target_concurrency", 0.0)

@@ -144,3 +144,12 @@ async def test_retry_rows_and_lease_checks_are_announced_on_the_near_term_topic(
     await consumer.close()
     retry_row = next(d for d in scene.firer.fired if d.run_id == run.run_id and d.attempt == 1 and d.kind == "run")
     assert retry_row.fire_at_ms > retry_row.scheduled_at_ms
+
+
+async def test_a_stored_job_with_a_framing_header_is_refused_at_call_time_not_sent(scene: Scene) -> None:
+    await scene.worker()
+    smuggler = HttpTarget(url=scene.sink.url("/smuggle"), headers={"Transfer-Encoding": "chunked"})
+    run = await scene.job(smuggler)  # written straight to the store, as a job from before the API refused it
+    row = await scene.wait_status(run.run_id, "DEAD")
+    assert row["last_error"].startswith("invalid_target: header 'Transfer-Encoding' controls the connection")
+    assert scene.sink.calls_to("/smuggle") == []

@@ -4,6 +4,7 @@ duplicates and jobs changed under their runs."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from datetime import timedelta
 
@@ -14,7 +15,7 @@ from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, ensure_topics
 from tickwheel.egress import EgressPolicy, EgressResolver
 from tickwheel.errors import EgressRefused
-from tickwheel.flow.limits import FlowLimits
+from tickwheel.flow.limits import Caps, FlowLimits, Permit
 from tickwheel.flow.redis import RedisClient
 from tickwheel.store import runs
 from worker.main import Worker
@@ -52,7 +53,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     for run in failing:
         await scene.wait_status(run.run_id, "DEAD")
     limits = FlowLimits(scene.settings.worker, RedisClient(scene.settings.redis, prefix=f"{scene.tenant}:"))
-    assert await limits.breaker_open_until_ms("127.0.0.1") is not None
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
     held = await scene.job(HttpTarget(url=scene.sink.url("/up")))
     deferred = await eventually(
         lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r["kind"] == "deferred" for r in rows)
@@ -61,7 +62,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     assert deferred[0]["attempt"] == 0  # no attempt spent
     row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
     assert row["attempt"] == 1
-    assert await limits.breaker_open_until_ms("127.0.0.1") is None
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is None
     assert len(scene.sink.calls_to("/up")) == 1
     await limits.redis.close()
 
@@ -186,3 +187,40 @@ async def test_urgent_runs_do_not_wait_behind_a_full_default_lane(scene: Scene) 
     for run in (blocker, queued):
         await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
     assert call.header("webhook-id") == str(urgent.run_id)
+
+
+async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: Scene) -> None:
+    await scene.worker(breaker_min_calls=4, breaker_window_s=10.0, breaker_open_s=60.0)
+    worker = dataclasses.replace(scene.settings.worker, breaker_min_calls=4, breaker_window_s=10.0)
+    limits = FlowLimits(
+        dataclasses.replace(worker, breaker_open_s=60.0), RedisClient(scene.settings.redis, prefix=f"{scene.tenant}:")
+    )
+    caps = Caps(tenant_concurrency=100, target_concurrency=100, target_rate_per_s=1000.0, hold_s=5.0)
+    now_ms = int(time.time() * 1000)
+    for _ in range(4):  # the tenant's breaker on the sink's host opens for a minute
+        permit = await limits.acquire(scene.tenant, "127.0.0.1", caps, now_ms)
+        assert isinstance(permit, Permit)
+        await limits.release(permit, failed=True, now_ms=now_ms)
+    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
+    short = RetryDoc(max_attempts=3, base_delay_s=0.1, max_delay_s=0.1, max_age_s=1.0)
+    run = await scene.job(HttpTarget(url=scene.sink.url("/held")), retry=short)
+    row = await scene.wait_status(run.run_id, "DEAD", timeout_s=20)
+    assert row["last_error"].startswith("deferred: breaker_open; deferred more than max_age_s 1 s")
+    letters = await eventually(
+        lambda: scene.store.execute("SELECT run_id FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
+    )
+    assert letters == [{"run_id": run.run_id}]
+    assert scene.sink.calls_to("/held") == []
+    await limits.redis.close()
+
+
+async def test_a_stored_job_with_negative_limits_runs_under_the_defaults_instead_of_waiting_forever(
+    scene: Scene,
+) -> None:
+    await scene.worker()
+    target = HttpTarget(url=scene.sink.url("/negative"), max_concurrency=-1, rate_per_s=-1.0)
+    run = await scene.job(target)  # written straight to the store, as a job from before the API refused it
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
+    assert row["attempt"] == 1
+    attempts = await runs.get_attempts(scene.store, run.run_id)
+    assert [a["kind"] for a in attempts if a["kind"] == "deferred"] == []

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from tickwheel.egress import EgressPolicy, literal_address, numeric_ipv4, refusal_reason
+from tickwheel.egress import EgressPolicy, canonical_host, literal_address, numeric_ipv4, refusal_reason
 from tickwheel.errors import EgressRefused
 
 REFUSED_LITERALS = [
@@ -116,3 +116,18 @@ def test_numeric_hosts_match_the_c_library_inet_aton(text: str) -> None:
     except OSError:
         expected = None
     assert numeric_ipv4(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("spelling", "canonical"),
+    [
+        ("EXAMPLE.com", "example.com"),
+        ("example.com.", "example.com"),
+        ("Example.COM.", "example.com"),
+        ("134744072", "8.8.8.8"),
+        ("[2606:4700:4700:0::1111]", "2606:4700:4700::1111"),
+        ("::FFFF:8.8.8.8", "::ffff:808:808"),
+    ],
+)
+def test_every_spelling_of_a_host_has_one_canonical_form(spelling: str, canonical: str) -> None:
+    assert canonical_host(spelling) == canonical

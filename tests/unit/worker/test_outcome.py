@@ -78,12 +78,45 @@ def test_a_delivered_kafka_message_succeeds() -> None:
 
 
 def test_only_failures_of_a_reached_target_feed_its_breaker() -> None:
-    assert breaker_failure(answered(503), Outcome.RETRY) is True
-    assert breaker_failure(answered(429), Outcome.RETRY) is False
-    assert breaker_failure(answered(404), Outcome.PERMANENT) is False
-    assert breaker_failure(CallResult(0, 0, error="egress_denied"), Outcome.PERMANENT) is None
+    job = definition()
+    assert breaker_failure(answered(503), Outcome.RETRY, job) is True
+    assert breaker_failure(answered(429), Outcome.RETRY, job) is False
+    assert breaker_failure(answered(404), Outcome.PERMANENT, job) is False
+    assert breaker_failure(CallResult(0, 0, error="egress_denied"), Outcome.PERMANENT, job) is None
+    assert breaker_failure(CallResult(0, 0, error="connection_error"), Outcome.RETRY, job) is True
+    assert breaker_failure(CallResult(0, 0, error="timeout"), Outcome.RETRY, job) is True
+
+
+def test_failures_that_say_nothing_about_the_host_do_not_feed_its_breaker() -> None:
+    assert breaker_failure(CallResult(0, 0, error="dns_failure"), Outcome.RETRY, definition()) is None
+    tiny = definition(HttpTarget(url="https://example.com/x", timeout_s=0.000001))  # stored before the API refused it
+    assert breaker_failure(CallResult(0, 0, error="timeout"), Outcome.RETRY, tiny) is None
 
 
 def test_payloads_are_sent_in_their_declared_encoding() -> None:
     assert body_of(definition(payload="aGk=", payload_encoding="base64")) == b"hi"
     assert body_of(definition(payload="plain", payload_encoding="text")) == b"plain"
+
+
+async def test_a_name_that_does_not_resolve_is_a_dns_failure_not_a_fault_of_a_reached_host() -> None:
+    from tickwheel.egress import EgressPolicy
+    from worker.targets import HttpCaller
+
+    caller = HttpCaller(EgressPolicy(), 100)
+    await caller.start()
+    try:
+        result = await caller.call(HttpTarget(url="https://no-such-host.invalid/x", timeout_s=5), b"", {})
+    finally:
+        await caller.close()
+    assert result.error == "dns_failure"
+    assert breaker_failure(result, Outcome.RETRY, definition()) is None
+
+
+def test_a_non_positive_job_limit_stored_before_the_api_refused_it_leaves_the_default() -> None:
+    from tickwheel.flow.limits import tightened
+
+    assert tightened(100, None) == 100
+    assert tightened(100, 5) == 5
+    assert tightened(100, 500) == 100
+    assert tightened(100, -1) == 100
+    assert tightened(100.0, 0.0) == 100.0
