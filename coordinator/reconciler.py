@@ -92,7 +92,8 @@ class Reconciler:
         if not promises:
             return []
         recorded = await scheduled_between(self.store, job.job_id, after, until)
-        findings = reconcile(promises, recorded, now, *catch_up_of(job.definition))
+        rule = catch_up_of(job.definition)
+        findings = reconcile(promises, recorded, now, rule.policy, rule.max_count, rule.max_age_s)
         fresh = [f for f in findings if (job.job_id, f.at) not in self._reported]
         for finding in fresh:
             await self.act(job, finding, now)

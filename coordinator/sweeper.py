@@ -16,13 +16,15 @@ from datetime import UTC, datetime, timedelta
 from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.missed import Plan, plan_occurrence
+from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
 from tickwheel.store import operator
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.chain import advance_job, is_recurring
+from tickwheel.store.chain import ChainResult, is_recurring, point_job
 from tickwheel.store.jobs import Job, job_of, run_of
-from tickwheel.store.runs import NewRun, RunKind, bucket_row, create_run, get_run, new_run_of
+from tickwheel.store.runs import NewRun, RunKind, bucket_row, cancel, create_run, get_run, new_run_of
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,9 @@ class Repair(enum.StrEnum):
     """A run is RUNNING well past its lease with no outcome: a lease check row at now times it out."""
     RETRY_UNFIRED = "retry_unfired"
     """A run is RETRY well past its retry time and was never claimed again: its run row is written at now."""
+    SKIP_MISSED = "overdue_skipped"
+    """The next run is overdue (or missing and stale) and the job's catch-up policy does not run it: cancel it
+    and move the job to the occurrence the policy picks (a newer missed one, due at once, or the next)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +126,14 @@ class Sweeper:
         repair = diagnose(is_recurring(job), job.state, next_run_at, run, now, self.grace)
         if repair is None or next_run_at is None:
             return None
-        await self._repair(repair, job, next_run_at, now)
+        plan = None
+        if repair in (Repair.REFIRE, Repair.CHAIN_FROM_NOW):  # a missed occurrence: the job's catch-up decides
+            plan = plan_occurrence(
+                schedule_of(job.definition), next_run_at, now, catch_up_of(job.definition),
+                fired_count=job.fired_count, late_after_s=self.settings.dispatcher.missed_after_s,
+            )  # fmt: skip
+            repair = Repair.REFIRE if plan.fire else Repair.SKIP_MISSED
+        await self._repair(repair, job, next_run_at, now, plan)
         metrics.sweeper_repairs.labels(reason=repair.value).inc()
         log.warning(
             "sweeper repaired job %s: %s (next run %s due %s)",
@@ -177,19 +189,12 @@ class Sweeper:
         due = rows[0]["due_at"]
         return RunView(rows[0]["status"], rows[0]["attempt"] or 0, due.replace(tzinfo=UTC) if due else None)
 
-    async def _repair(self, repair: Repair, job: Job, next_run_at: datetime, now: datetime) -> None:
-        if repair is Repair.CHAIN_FROM_NOW:
-            assert job.next_run_id is not None
-            _, following = await advance_job(
-                store=self.store,
-                job=job,
-                current_run_id=job.next_run_id,
-                after=now,
-                fired_count=job.fired_count,
-                now=now,
-            )
-            if following is not None:
-                await self._announce(following, now)
+    async def _repair(
+        self, repair: Repair, job: Job, next_run_at: datetime, now: datetime, plan: Plan | None = None
+    ) -> None:
+        if repair is Repair.SKIP_MISSED:
+            assert plan is not None
+            await self._skip_missed(job, next_run_at, plan.next_at, now)
             return
         fire_at = next_run_at if repair is Repair.RECREATE else now
         run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id)
@@ -197,6 +202,16 @@ class Sweeper:
             await self.store.applied(REFIRE_RUN, [fire_at.replace(tzinfo=None), run.run_id])
         await create_run(self.store, run, now)
         await self._announce(run, now)
+
+    async def _skip_missed(self, job: Job, missed_at: datetime, next_at: datetime | None, now: datetime) -> None:
+        """Cancel the missed run; point the job at `next_at`, written due no earlier than now (a missed
+        occurrence the policy still runs is in a minute the dispatchers have read already)."""
+        assert job.next_run_id is not None
+        await cancel(self.store, run_of(job, missed_at, run_id=job.next_run_id), now)
+        following = None if next_at is None else run_of(job, next_at, fire_at=max(next_at, now))
+        result = await point_job(self.store, job, job.next_run_id, following, job.fired_count, now)
+        if result is ChainResult.CHAINED and following is not None:
+            await self._announce(following, now)
 
     async def _announce(self, run: NewRun, now: datetime) -> None:
         """A repaired run may fall inside a horizon the dispatchers already loaded: announce it."""

@@ -32,10 +32,10 @@ class ScheduleDoc(Base, frozen=True):
     max_runs: int | None = None
     dst_gap: Literal["run_after_gap", "skip"] = "run_after_gap"
     dst_repeat: Literal["first", "second", "both"] = "first"
-    catch_up: Literal["latest", "all", "none"] = "latest"
+    catch_up: Literal["latest", "all", "skip", "none"] = "latest"  # "none": the older spelling of "skip"
     catch_up_max_count: int = 10
     catch_up_max_age_s: int = 86_400
-    overlap: Literal["allow", "skip"] = "allow"
+    overlap: Literal["allow", "skip", "buffer_one"] = "allow"
 
 
 class HttpTarget(Base, frozen=True, tag="http", tag_field="type"):
@@ -151,6 +151,15 @@ class ShardAssignment(Base, frozen=True):
     members: dict[str, list[tuple[int, int]]] = {}
 
 
+class DispatcherMember(Base, frozen=True):
+    """The data of a dispatcher's member znode: its name and where its health server listens, which the
+    coordinator probes to notice a dead process long before its ZooKeeper session expires."""
+
+    name: str
+    host: str
+    port: int
+
+
 _json_encoder = msgspec.json.Encoder()
 
 
@@ -189,3 +198,11 @@ def worker_group(prefix: str, lane: Lane) -> str:
 
 def decode_assignment(data: bytes | str) -> ShardAssignment:
     return msgspec.json.decode(data, type=ShardAssignment)
+
+
+def decode_member(data: bytes | str) -> DispatcherMember | None:
+    """A member znode's data; None for data written by an older dispatcher (`host:name`)."""
+    try:
+        return msgspec.json.decode(data, type=DispatcherMember)
+    except msgspec.DecodeError:
+        return None

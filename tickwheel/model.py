@@ -13,7 +13,8 @@ from typing import Any
 from schemas.messages import JobDefinition, Lane, ScheduleDoc
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.instants import parse_instant
-from tickwheel.core.policies import CatchUpPolicy, DstGapPolicy, DstRepeatPolicy
+from tickwheel.core.missed import CatchUp
+from tickwheel.core.policies import CatchUpPolicy, DstGapPolicy, DstRepeatPolicy, OverlapPolicy
 from tickwheel.core.specs import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 
 
@@ -44,10 +45,15 @@ def schedule_of(definition: JobDefinition | ScheduleDoc) -> Schedule:
     )  # fmt: skip
 
 
-def catch_up_of(definition: JobDefinition) -> tuple[CatchUpPolicy, int, float | None]:
-    """(policy, max count, max age in seconds) for missed occurrences after an outage or a resume."""
+def catch_up_of(definition: JobDefinition) -> CatchUp:
+    """The job's rule for missed occurrences (after an outage, or a resume)."""
     doc = definition.schedule
-    return CatchUpPolicy(doc.catch_up), doc.catch_up_max_count, float(doc.catch_up_max_age_s)
+    return CatchUp(CatchUpPolicy(doc.catch_up), doc.catch_up_max_count, float(doc.catch_up_max_age_s))
+
+
+def overlap_of(definition: JobDefinition) -> OverlapPolicy:
+    """What the job's occurrence does while an earlier run of it is still in flight."""
+    return OverlapPolicy(definition.schedule.overlap)
 
 
 def retry_policy_of(definition: JobDefinition) -> Any:

@@ -100,6 +100,9 @@ class DispatcherSettings:
     # from the checkpoint minus resume_grace_s (120 s) anyway, so a coarser mark costs only a longer re-read.
     checkpoint_step_s: float = 60.0
     liveness_interval_s: float = 1.0
+    missed_after_s: float = 60.0
+    overlap_recheck_s: float = 5.0
+    handover_timeout_s: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,6 +141,9 @@ class CoordinatorSettings:
     # Each refresh reads forecast_minutes x shards partitions (10 x 1024): every 30 s that was ~340 reads/s, more
     # than the runs of a 50 runs/s load cost; the pre-scaling it feeds looks minutes ahead, so 2 minutes is fresh.
     forecast_interval_s: float = 120.0
+    far_move_interval_s: float = 300.0
+    far_lookback_days: int = 7
+    member_probe_interval_s: float = 0.5
     reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
     reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
 

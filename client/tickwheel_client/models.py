@@ -71,14 +71,20 @@ class DstRepeat(enum.StrEnum):
 
 
 class CatchUp(enum.StrEnum):
+    """Missed occurrences after an outage: the newest, the newest catchUpMaxCount, or none (`none` = `skip`)."""
+
     LATEST = "latest"
     ALL = "all"
+    SKIP = "skip"
     NONE = "none"
 
 
 class Overlap(enum.StrEnum):
+    """An occurrence while an earlier run of the job is in flight: start, skip, or wait (one waiting at most)."""
+
     ALLOW = "allow"
     SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
 
 
 class DstFlag(enum.StrEnum):

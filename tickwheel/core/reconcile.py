@@ -74,7 +74,7 @@ def reconcile(
     missing = [at for at in promises if to_ms(at) not in have]
     if not missing:
         return []
-    if policy is CatchUpPolicy.NONE or max_count <= 0:
+    if policy is CatchUpPolicy.SKIP or max_count <= 0:
         return [Finding(at, Verdict.CATCH_UP_NONE) for at in missing]
     oldest = None if max_age_s is None else now - timedelta(seconds=max_age_s)
     newest_run = max(have, default=None)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tickwheel.core.horizon import day_of, is_far, retention_ttl_s
 from tickwheel.core.ids import minute_bucket
 from tickwheel.store.cassandra import CassandraStore, Row
 
@@ -78,6 +79,10 @@ def to_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+def _naive(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(tzinfo=None)
+
+
 def _ms(at: datetime) -> datetime:
     # Cassandra timestamps hold milliseconds; truncate so what we compare is what we stored.
     return at.replace(microsecond=at.microsecond // 1000 * 1000)
@@ -85,7 +90,7 @@ def _ms(at: datetime) -> datetime:
 
 INSERT_RUN = (
     "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
-    " redrive_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?) IF NOT EXISTS"
+    " redrive_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?) IF NOT EXISTS USING TTL ?"
 )
 INSERT_BUCKET = (
     "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
@@ -93,6 +98,10 @@ INSERT_BUCKET = (
 )
 UPSERT_HISTORY = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+INSERT_FAR = (
+    "INSERT INTO runs_far (day, shard, fire_at, run_id, job_id, tenant_id, lane, job_version, scheduled_at,"
+    " tolerance_ms, recurring) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -116,16 +125,37 @@ def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -
     ]
 
 
+def first_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
+    """The row that makes a first attempt fire: its minute bucket, or `runs_far` when it is due beyond
+    `core.horizon.FAR_AFTER` (the coordinator's mover writes the bucket row when its day comes near)."""
+    if not is_far(run.fire_at, now):
+        return bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN)
+    fire_at = _ms(run.fire_at)
+    return INSERT_FAR, [
+        _naive(day_of(fire_at)),
+        run.shard,
+        _naive(fire_at),
+        run.run_id,
+        run.job_id,
+        run.tenant_id,
+        run.lane,
+        run.job_version,
+        _naive(_ms(run.scheduled_at)),
+        run.tolerance_ms,
+        run.recurring,
+    ]
+
+
 def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
     return UPSERT_HISTORY, [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
 
 
 def scheduled_history_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
-    """The history's row of a run just made: written at its occurrence or now, whichever is earlier, so that
-    its claim's row (`running_history_row`) always replaces it."""
+    """The history's row of a run just made, kept until its due time plus the retention: written at its
+    occurrence or now, whichever is earlier, so that its claim's row (`running_history_row`) always replaces it."""
     write_time_us = min(_us(run.scheduled_at), _us(now))
-    params = [run.job_id, _ms(run.scheduled_at), run.run_id, RunStatus.SCHEDULED.value, 0, now, write_time_us]
-    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, RunStatus.SCHEDULED.value, 0, now]
+    return UPSERT_HISTORY + " USING TTL ? AND TIMESTAMP ?", [*params, retention_ttl_s(run.fire_at, now), write_time_us]
 
 
 def running_history_row(run: NewRun, attempt: int, now: datetime) -> tuple[str, list[Any]]:
@@ -155,18 +185,14 @@ def _us(at: datetime) -> int:
     return int(_ms(at).timestamp() * 1000) * 1000
 
 
-INSERT_NEW_RUN = INSERT_RUN.removesuffix(" IF NOT EXISTS")
+INSERT_NEW_RUN = INSERT_RUN.replace(" IF NOT EXISTS", "")
 
 
 def new_run_rows(run: NewRun, now: datetime) -> list[tuple[str, list[Any]]]:
     """The rows of a run that cannot exist yet (the first run of a job just made): no condition needed."""
     params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
-    params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
-    return [
-        (INSERT_NEW_RUN, params),
-        bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
-        scheduled_history_row(run, now),
-    ]
+    params += [_ms(run.scheduled_at), _ms(run.fire_at), now, retention_ttl_s(run.fire_at, now)]
+    return [(INSERT_NEW_RUN, params), first_row(run, now), scheduled_history_row(run, now)]
 
 
 async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
@@ -176,16 +202,11 @@ async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     is only (re)written while the run is still SCHEDULED, so a finished run is never revived.
     """
     params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
-    params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
+    params += [_ms(run.scheduled_at), _ms(run.fire_at), now, retention_ttl_s(run.fire_at, now)]
     applied, current = await store.applied(INSERT_RUN, params)
     if not applied and current.get("status") != RunStatus.SCHEDULED:
         return False
-    await store.batch(
-        [
-            bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
-            scheduled_history_row(run, now),
-        ]
-    )
+    await store.batch([first_row(run, now), scheduled_history_row(run, now)])
     return applied
 
 
@@ -396,7 +417,7 @@ async def retarget(store: CassandraStore, run: NewRun, now: datetime) -> bool:
         [run.job_version, run.lane, run.run_id],
     )
     if applied:
-        await store.execute(*bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN))
+        await store.execute(*first_row(run, now))
     return applied
 
 
@@ -433,10 +454,5 @@ async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
         [run.job_version, run.lane, _ms(run.fire_at), run.run_id],
     )
     if applied:
-        await store.batch(
-            [
-                bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
-                history_row(run, RunStatus.SCHEDULED, 0, now),
-            ]
-        )
+        await store.batch([first_row(run, now), scheduled_history_row(run, now)])
     return applied

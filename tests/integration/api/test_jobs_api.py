@@ -269,3 +269,13 @@ async def test_a_once_job_whose_run_finished_has_no_next_run(alice: Caller, stor
     listed = await (await alice.call("GET", "/v1/jobs")).json()
     assert shown["next_run_at"] is None
     assert [j["next_run_at"] for j in listed["items"] if j["id"] == job["id"]] == [None]
+
+
+async def test_catch_up_skip_and_overlap_buffer_one_are_accepted_and_kept(alice: Caller):
+    schedule = {"type": "cron", "expr": "*/5 * * * *", "tz": "UTC", "catchUp": "skip", "overlap": "buffer_one"}
+    response = await alice.call("POST", "/v1/jobs", json=cron_job(schedule=schedule))
+    assert response.status == 201, await response.text()
+    job = await response.json()
+    assert job["schedule"]["catchUp"] == "skip" and job["schedule"]["overlap"] == "buffer_one"
+    refused = await alice.call("POST", "/v1/jobs", json=cron_job(schedule={**schedule, "overlap": "queue_all"}))
+    assert refused.status == 422

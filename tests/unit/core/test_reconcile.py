@@ -54,5 +54,5 @@ def test_latest_repairs_only_a_miss_no_later_run_superseded() -> None:
 
 def test_no_catch_up_reports_every_miss() -> None:
     fires = hourly()
-    found = reconcile(fires, [], T0 + 6 * HOUR, CatchUpPolicy.NONE, 10, None)
+    found = reconcile(fires, [], T0 + 6 * HOUR, CatchUpPolicy.SKIP, 10, None)
     assert {f.verdict for f in found} == {Verdict.CATCH_UP_NONE} and len(found) == 6
