@@ -12,7 +12,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
-from . import console, dead_letters, jobs, meta, operator, runs, upcoming
+from . import console, dead_letters, history, jobs, meta, operator, runs, upcoming
 from .auth import authenticate
 from .context import API, Api, utc_now
 from .problems import problems
@@ -35,7 +35,15 @@ def make_app(
         client_max_size=2 * settings.api.max_payload_bytes + BODY_OVERHEAD_BYTES,
     )
     app[API] = Api(settings, store, producer, redis, clock)
-    for table in (meta.routes, jobs.routes, runs.routes, dead_letters.routes, upcoming.routes, operator.routes):
+    for table in (
+        meta.routes,
+        jobs.routes,
+        runs.routes,
+        dead_letters.routes,
+        upcoming.routes,
+        operator.routes,
+        history.routes,
+    ):
         app.add_routes(table)
     console.install(app)
     return app

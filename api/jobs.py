@@ -25,7 +25,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
 from tickwheel.store.runs import NewRun, to_utc
 
-from . import quotas
+from . import audit, quotas
 from .context import Api, api_of, tenant_of
 from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
 from .planning import next_at, plan_run, resume_at, to_ms
@@ -125,6 +125,7 @@ async def _create(request: web.Request, body: bytes, keyed: KeyedCreate | None) 
         return await _replay_create(api, keyed, existing, now)
     metrics.jobs_created.labels(definition.schedule.type).inc()
     await api.near.announce_if_near(due_run_for(run), now)
+    await audit.record(request, "create", None, job)
     log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
 
@@ -272,6 +273,7 @@ async def _apply(request: web.Request, job: Job, change: JobChange, run: NewRun 
         next_run_id=change.next_run_id,
         updated_at=now,
     )
+    await audit.record(request, audit.action_of(job, updated), job, updated)
     return json_response(job_document(updated), etag=updated.version)
 
 
@@ -293,6 +295,8 @@ async def _delete(request: web.Request) -> web.Response:
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found}); retry", field="If-Match")
     await quotas.give_back_job_slot(api, tenant_of(request))
+    deleted = dataclasses.replace(job, state=JobState.DELETED, version=job.version + 1, updated_at=now)
+    await audit.record(request, "delete", job, deleted)
     return web.Response(status=204)
 
 

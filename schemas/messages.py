@@ -66,6 +66,16 @@ class RetryDoc(Base, frozen=True):
     jitter: float = 0.2
 
 
+NotifyEventName = Literal["failed", "dead", "recovered", "succeeded", "missed"]
+
+
+class NotifyDoc(Base, frozen=True):
+    """Which of a job's run events to send, and where (no URL: the tenant's default URL)."""
+
+    events: tuple[NotifyEventName, ...] = ("dead", "recovered", "missed")
+    url: str | None = None
+
+
 class JobDefinition(Base, frozen=True):
     """What a tenant asked for; stored as one document in `jobs.definition`."""
 
@@ -79,6 +89,7 @@ class JobDefinition(Base, frozen=True):
     labels: dict[str, str] = {}
     alert_url: str | None = None
     name: str | None = None
+    notify: NotifyDoc | None = None
 
 
 class DueRun(Base, frozen=True):
@@ -109,6 +120,26 @@ class OwnerAlert(Base, frozen=True):
     attempts: int
     last_error: str
     dead_at: str
+
+
+class RunEventData(Base, frozen=True):
+    run_id: uuid.UUID
+    job_id: uuid.UUID
+    tenant_id: str
+    attempt: int
+    status: str
+    scheduled_at: str
+    response_code: int | None = None
+    error: str | None = None
+
+
+class RunEventMessage(Base, frozen=True):
+    """A run event as a Standard Webhooks payload (`type`, `timestamp`, `data`), sent signed to a tenant's
+    notification URL (worker/notify.py)."""
+
+    type: str  # run.failed | run.dead | run.recovered | run.succeeded | run.missed
+    timestamp: str
+    data: RunEventData
 
 
 class ShardAssignment(Base, frozen=True):
@@ -147,6 +178,10 @@ def decode_due_run(data: bytes | str) -> DueRun:
 
 def decode_alert(data: bytes | str) -> OwnerAlert:
     return msgspec.json.decode(data, type=OwnerAlert)
+
+
+def decode_run_event(data: bytes | str) -> RunEventMessage:
+    return msgspec.json.decode(data, type=RunEventMessage)
 
 
 def topic_names(prefix: str) -> dict[str, str]:

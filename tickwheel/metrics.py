@@ -12,6 +12,11 @@ api_requests = Counter("tickwheel_api_requests_total", "API requests answered", 
 api_latency = Histogram("tickwheel_api_request_seconds", "API request latency", ["method", "route"])
 jobs_created = Counter("tickwheel_jobs_created_total", "Jobs created", ["schedule_type"])
 near_announced = Counter("tickwheel_near_announced_total", "Runs announced on the near-term topic")
+audit_records = Counter("tickwheel_audit_records_total", "Job changes written to the audit log", ["action"])
+audit_write_failures = Counter(
+    "tickwheel_audit_write_failures_total", "Job changes applied whose audit record could not be written"
+)
+dead_letters_purged = Counter("tickwheel_dead_letters_purged_total", "Dead letters deleted by tenants", ["how"])
 
 # dispatcher
 fire_lag = Histogram(
@@ -43,6 +48,11 @@ far_moved = Counter("tickwheel_far_moved_total", "Runs the mover took from runs_
 sweeper_repairs = Counter(
     "tickwheel_sweeper_repairs_total", "Jobs whose next run the sweeper repaired", ["reason"]
 )
+reconciler_findings = Counter(
+    "tickwheel_reconciler_findings_total",
+    "Promised occurrences the reconciler found without a run, by verdict (repaired, or why it was missed)",
+    ["verdict"],
+)
 forecast_due = Gauge("tickwheel_forecast_due_runs", "Runs due in a coming minute", ["minutes_ahead"])
 
 # worker
@@ -55,6 +65,10 @@ claims = Counter("tickwheel_claims_total", "Claim attempts", ["result"])
 deferrals = Counter("tickwheel_deferrals_total", "Runs deferred without spending an attempt", ["reason"])
 dead_letters = Counter("tickwheel_dead_letters_total", "Runs dead-lettered", ["reason"])
 inflight = Gauge("tickwheel_worker_inflight", "Calls in flight", ["lane"])
+notifications = Counter(
+    "tickwheel_notifications_total", "Run-event notifications by outcome", ["event", "result"]
+)
+notification_queue = Gauge("tickwheel_notification_queue", "Run-event notifications waiting to be sent")
 lease_timeouts = Counter("tickwheel_lease_timeouts_total", "Runs whose lease expired while RUNNING")
 
 # adapters

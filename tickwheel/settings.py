@@ -144,6 +144,30 @@ class CoordinatorSettings:
     far_move_interval_s: float = 300.0
     far_lookback_days: int = 7
     member_probe_interval_s: float = 0.5
+    reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
+    reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """How long data is kept after it stops being needed; a tenant's `retention_days` overrides all of them."""
+
+    runs_days: int = 30  # finished runs, their attempts and history rows
+    dead_letters_days: int = 30
+    audit_days: int = 90  # the job change log
+    max_days: int = 3650  # the longest a tenant may be given
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """Run-event notifications sent by workers (worker/notify.py): their queue, retries and timeout."""
+
+    queue_size: int = 10_000  # events waiting per worker; beyond it new events are dropped (counted)
+    concurrency: int = 16
+    tries: int = 5
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    timeout_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,6 +180,8 @@ class Settings:
     dispatcher: DispatcherSettings = field(default_factory=DispatcherSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     coordinator: CoordinatorSettings = field(default_factory=CoordinatorSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
     shards: int = 1024
     log_level: str = "INFO"
 

@@ -33,6 +33,7 @@ from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
+from worker.notify import Notifier
 from worker.outcome import Verdict, body_of, breaker_failure, judge
 from worker.requests import call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
@@ -61,6 +62,7 @@ class RunHandler:
         worker_id: str,
         *,
         announcer: NearAnnouncer | None = None,
+        notifier: Notifier | None = None,
         clock: Clock = utc_now,
         rand: Callable[[], float] = random.random,
     ):
@@ -71,10 +73,11 @@ class RunHandler:
         self.kafka = kafka
         self.worker_id = worker_id
         self.announcer = announcer
+        self.notifier = notifier
         self.clock = clock
         self.rand = rand
         self.tenants = TenantCache(store)
-        self.dead = DeadLetters(store, http)
+        self.dead = DeadLetters(store, http, settings.retention)
 
     async def handle(self, due: DueRun) -> None:
         if due.kind == "lease_check":
@@ -234,6 +237,8 @@ class RunHandler:
             self.announce(ctx.run, attempt, "run", verdict.record.retry_at, self.clock())
         metrics.runs_finished.labels(ctx.due.lane, status.value.lower()).inc()
         log.debug("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
+        if self.notifier is not None:
+            self.notifier.outcome(ctx, attempt, status.value, verdict.record.response_code, verdict.record.error)
         if status is RunStatus.DEAD:
             await self.dead.add(ctx, verdict.record.error or "dead", self.clock())
 
@@ -277,9 +282,13 @@ class RunHandler:
             self.announce(run, due.attempt, "run", retry_at, now)
         extra = {"tenant": run.tenant_id, "job_id": str(run.job_id), "run_id": str(run.run_id), "attempt": due.attempt}
         log.warning("lease expired; run %s", "retried" if retry_at else "dead", extra=extra)
-        if retry_at is None and job is not None:
-            tenant = await self.tenants.get(run.tenant_id)
-            ctx = RunContext(due, run, decode_definition(job["definition"]), tenant)
+        if job is None:
+            return
+        ctx = RunContext(due, run, decode_definition(job["definition"]), await self.tenants.get(run.tenant_id))
+        if self.notifier is not None:
+            status = RunStatus.RETRY if retry_at else RunStatus.DEAD
+            self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
+        if retry_at is None:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
 
 

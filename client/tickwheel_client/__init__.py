@@ -23,9 +23,13 @@ from .errors import (
 )
 from .models import (
     Attempt,
+    BulkPurge,
     BulkRedrive,
     CatchUp,
+    Change,
+    ChangeAction,
     DeadLetter,
+    DiffOp,
     DstFlag,
     DstGap,
     DstRepeat,
@@ -34,11 +38,14 @@ from .models import (
     HttpMethod,
     HttpTarget,
     Job,
+    JobChange,
     JobPatch,
     JobSpec,
     JobState,
     KafkaTarget,
     Lease,
+    Notify,
+    NotifyEvent,
     Overlap,
     Priority,
     Redriven,
@@ -56,9 +63,10 @@ from .version import VERSION
 __version__ = VERSION
 
 __all__ = [
-    "ApiError", "AsyncClient", "Attempt", "BadRequest", "BulkRedrive", "CatchUp", "Client", "Config", "ConfigError",
-    "Conflict", "ConnectionFailed", "DeadLetter", "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Fire", "HttpMethod",
-    "HttpTarget", "InvalidInput", "Job", "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound",
+    "ApiError", "AsyncClient", "Attempt", "BadRequest", "BulkPurge", "BulkRedrive", "CatchUp", "Change",
+    "ChangeAction", "Client", "Config", "ConfigError", "Conflict", "ConnectionFailed", "DeadLetter", "DiffOp",
+    "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job",
+    "JobChange", "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent",
     "Overlap", "PayloadTooLarge", "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited",
     "Redriven", "Retries", "RetryPolicy", "Run", "RunStatus", "RunSummary", "Schedule", "ScheduleType",
     "ServerError", "TickwheelClientError", "Unauthorized", "Unavailable", "UnexpectedAnswer",

@@ -71,6 +71,9 @@ OPERATIONS = (
     Operation("GET", "/v1/dead-letters", "list_dead_letters", None, m.Page[m.DeadLetter]),
     Operation("POST", "/v1/dead-letters/{run_id}/redrive", "redrive", None, m.Redriven),
     Operation("POST", "/v1/dead-letters/redrive", "redrive_many", m.RedriveFilter, m.BulkRedrive),
+    Operation("GET", "/v1/jobs/{job_id}/history", "list_history", None, m.Page[m.JobChange]),
+    Operation("DELETE", "/v1/dead-letters/{run_id}", "purge"),
+    Operation("POST", "/v1/dead-letters/purge", "purge_many", m.RedriveFilter, m.BulkPurge),
 )
 
 
@@ -205,11 +208,29 @@ def redrive(run_id: uuid.UUID | str, key: str | None) -> Call[m.Redriven]:
 
 
 def redrive_many(selection: m.RedriveFilter, key: str | None) -> Call[m.BulkRedrive]:
+    _check_instants(selection)
+    return _mutation("POST", "/v1/dead-letters/redrive", _model(m.BulkRedrive), body=selection, key=key)
+
+
+def list_history(job_id: uuid.UUID | str, cursor: str | None, limit: int | None) -> Call[m.Page[m.JobChange]]:
+    params = _params(cursor=cursor, limit=limit)
+    return Call("GET", f"/v1/jobs/{_id(job_id)}/history", _model(m.Page[m.JobChange]), params=params)
+
+
+def purge(run_id: uuid.UUID | str, key: str | None) -> Call[None]:
+    return _mutation("DELETE", f"/v1/dead-letters/{_id(run_id)}", _nothing, key=key)
+
+
+def purge_many(selection: m.RedriveFilter, key: str | None) -> Call[m.BulkPurge]:
+    _check_instants(selection)
+    return _mutation("POST", "/v1/dead-letters/purge", _model(m.BulkPurge), body=selection, key=key)
+
+
+def _check_instants(selection: m.RedriveFilter) -> None:
     for name in ("since", "until"):
         at = getattr(selection, name)
         if at is not None:
             m.aware(at, name)
-    return _mutation("POST", "/v1/dead-letters/redrive", _model(m.BulkRedrive), body=selection, key=key)
 
 
 def _id(value: uuid.UUID | str) -> str:

@@ -47,7 +47,7 @@ async def test_dead_letters_list_filter_and_redrive_a_new_attempt_of_the_same_ru
     assert await runs.finish(store, run, 1, result, "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
-        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now,
+        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now, ttl_s=86400,
     )  # fmt: skip
     letters = await (await alice.call("GET", "/v1/dead-letters?target_host=example.com")).json()
     assert [d["run_id"] for d in letters["items"]] == [str(run.run_id)]
@@ -74,7 +74,7 @@ async def test_redrive_runs_for_the_current_job_version_and_refuses_a_paused_job
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 404"), "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
-        payload=b"{}", last_error="HTTP 404", attempts=[], dead_at=now,
+        payload=b"{}", last_error="HTTP 404", attempts=[], dead_at=now, ttl_s=86400,
     )  # fmt: skip
     path = f"/v1/jobs/{job['id']}"
     assert (await alice.call("PATCH", path, json={"state": "PAUSED"}, headers={"If-Match": "1"})).status == 200
