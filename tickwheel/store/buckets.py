@@ -84,21 +84,6 @@ def run_of_due(due: DueRun) -> NewRun:
     )
 
 
-def run_of_due(due: DueRun) -> NewRun:
-    """The run a fired row belongs to (the inverse of `due_run_for` for its first attempt)."""
-    return NewRun(
-        run_id=due.run_id,
-        job_id=due.job_id,
-        tenant_id=due.tenant_id,
-        job_version=due.job_version,
-        shard=due.shard,
-        lane=due.lane,
-        scheduled_at=datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC),
-        fire_at=datetime.fromtimestamp(due.fire_at_ms / 1000, UTC),
-        tolerance_ms=due.tolerance_ms,
-    )
-
-
 async def read_partition(
     store: CassandraStore,
     bucket: datetime,

@@ -122,7 +122,7 @@ async def test_an_occurrence_while_the_previous_run_is_running_is_skipped_buffer
         await lanes.wait_for(lambda: all(lanes.runs({r.job_id}) for r in runs.values()), timeout_s=30)
         for run in runs.values():  # a worker takes the first run of each job and keeps it RUNNING
             lease = datetime.now(UTC) + timedelta(minutes=5)
-            assert (await claim(store, run.run_id, 0, "slow-worker", lease, datetime.now(UTC))).applied
+            assert (await claim(store, run, 0, "slow-worker", lease, datetime.now(UTC))).applied
         held_from_ms = int(time.time() * 1000)
         await asyncio.sleep(4.0)
         for _ in range(5):

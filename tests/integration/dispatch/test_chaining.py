@@ -98,13 +98,14 @@ async def test_a_chained_fire_costs_one_conditional_write_and_a_refire_rewrites_
     due = buckets.due_run_for(run)
     lwts = metrics.cql_statements.labels("lwt")
     before = lwts._value.get()
-    result, following = await chain(store, due, datetime.now(UTC))
-    assert result is ChainResult.CHAINED and following is not None
+    step = await chain(store, due, datetime.now(UTC))
+    following = step.following
+    assert step.result is ChainResult.CHAINED and following is not None
     assert lwts._value.get() - before == 1  # the job's pointer; the new run's rows need no condition
     row = await runs.get_run(store, following.run_id)
     assert row is not None and row["status"] == "SCHEDULED"
     await store.execute("UPDATE runs SET status = 'SUCCEEDED', attempt = 1 WHERE run_id = ?", [following.run_id])
-    again, _ = await chain(store, due, datetime.now(UTC))  # a re-fire of the same row
-    assert again is ChainResult.CHAINED
+    again = await chain(store, due, datetime.now(UTC))  # a re-fire of the same row
+    assert again.result is ChainResult.CHAINED
     row = await runs.get_run(store, following.run_id)
     assert row is not None and row["status"] == "SUCCEEDED"  # never revived by the re-fire
