@@ -21,7 +21,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.store import tenants
 from tickwheel.store.tenants import Tenant
 
-from .context import TENANT, Api, api_of
+from .context import KEY_ID, TENANT, Api, api_of
 from .quotas import check_rate, redis_call
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
@@ -44,6 +44,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
         raise Unauthorized("send your API key as `Authorization: Bearer <key>`")
     tenant = await tenant_for_key(api, key, request.remote or "-")
     request[TENANT] = tenant
+    request[KEY_ID] = key_id_of(key)
     mark = revoked_mark(api.redis, key_id_of(key))
     await check_rate(api, tenant, revoked_mark=mark, on_revoked=lambda: forget(api, key))
     return await handler(request)
@@ -51,7 +52,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
 
 def key_id_of(key: str) -> str:
     """The id a key is listed and revoked by (the first 12 hex digits of its hash), as the store makes it."""
-    return tenants.hash_key(key)[:12]
+    return tenants.key_id_of(tenants.hash_key(key))
 
 
 def revoked_mark(redis: RedisClient, key_id: str) -> str:

@@ -1,4 +1,5 @@
-"""`tickwheel tenants ...`: create tenants and manage their API keys (keys are printed once, stored hashed)."""
+"""`tickwheel tenants ...`: create tenants, manage their API keys (printed once, stored hashed) and set their
+overrides of the platform's defaults (retention, fair-share weight, job quota, notification route)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,18 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from tickwheel.core.notify import RunEvent
+from tickwheel.errors import InvalidInput
 from tickwheel.flow.redis import REDIS_DOWN, RedisClient
+from tickwheel.settings import Settings
 from tickwheel.store import tenants
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tenants import TENANT_OVERRIDES, Tenant, TenantChange
 
 from .auth import revoke_everywhere
+from .validation import check_url
+
+MAX_WEIGHT = 1000
 
 
 def add_commands(subparsers: Any) -> None:
@@ -36,6 +44,16 @@ def add_commands(subparsers: Any) -> None:
     secrets.add_argument("action", choices=("show", "rotate"))
     secrets.add_argument("name")
     secrets.set_defaults(func=_with_store(_secrets))
+    change = commands.add_parser("set", help="override a tenant's retention, weight, job quota or notifications")
+    change.add_argument("name")
+    change.add_argument("--retention-days", type=int, help="keep runs, attempts, dead letters and history this long")
+    change.add_argument("--weight", type=int, help=f"fair share of a lane against other tenants (1-{MAX_WEIGHT})")
+    change.add_argument("--max-jobs", type=int, help="most jobs the tenant may have")
+    change.add_argument("--notify-url", help="default URL for run-event notifications")
+    change.add_argument("--notify-events", help="default events, comma-separated: " + ",".join(e for e in RunEvent))
+    change.add_argument("--clear", action="append", default=[], choices=TENANT_OVERRIDES,
+                        help="remove an override (back to the platform default); repeatable")  # fmt: skip
+    change.set_defaults(func=_with_store(_set))
 
 
 def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitable[int]]) -> Any:
@@ -43,7 +61,9 @@ def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitabl
         async def main() -> int:
             from tickwheel.cli import load_settings
 
-            store = await CassandraStore.connect(load_settings().cassandra)
+            settings = load_settings()
+            args.settings = settings
+            store = await CassandraStore.connect(settings.cassandra)
             try:
                 return await command(store, args)
             finally:
@@ -114,3 +134,55 @@ async def _secrets(store: CassandraStore, args: argparse.Namespace) -> int:
     for position, secret in enumerate(tenant.signing_secrets):
         print(f"{'current' if position == 0 else 'previous'}\t{secret}")
     return 0
+
+
+def tenant_change(args: argparse.Namespace, settings: Settings) -> TenantChange:
+    """The overrides the `set` options ask for, checked (an InvalidInput names the option at fault)."""
+    max_days = settings.retention.max_days
+    if args.retention_days is not None and not 1 <= args.retention_days <= max_days:
+        raise InvalidInput(f"--retention-days must be from 1 to {max_days}", field="--retention-days")
+    if args.weight is not None and not 1 <= args.weight <= MAX_WEIGHT:
+        raise InvalidInput(f"--weight must be from 1 to {MAX_WEIGHT}", field="--weight")
+    if args.max_jobs is not None and args.max_jobs < 1:
+        raise InvalidInput("--max-jobs must be at least 1", field="--max-jobs")
+    if args.notify_url is not None:
+        check_url(args.notify_url, "--notify-url")
+    events = None
+    if args.notify_events is not None:
+        names = [e.strip() for e in args.notify_events.split(",") if e.strip()]
+        unknown = sorted(set(names) - {e.value for e in RunEvent})
+        if unknown:
+            raise InvalidInput(f"unknown event {unknown[0]!r}; events: {', '.join(RunEvent)}", field="--notify-events")
+        events = frozenset(names)
+    change = TenantChange(
+        retention_days=args.retention_days,
+        weight=args.weight,
+        max_jobs=args.max_jobs,
+        notify_url=args.notify_url,
+        notify_events=events,
+        clear=frozenset(args.clear),
+    )
+    both = [name for name in change.clear if getattr(change, name) is not None]
+    if both:
+        raise InvalidInput(f"{both[0]} is both set and cleared", field="--clear")
+    return change
+
+
+async def _set(store: CassandraStore, args: argparse.Namespace) -> int:
+    change = tenant_change(args, args.settings)
+    tenant = await tenants.tenant_by_name(store, args.name)
+    tenant = await tenants.change_tenant(store, tenant.tenant_id, change)
+    print(describe_overrides(tenant))
+    return 0
+
+
+def describe_overrides(tenant: Tenant) -> str:
+    """One line per override, `default` where the platform's setting applies."""
+    values = {
+        "retention_days": tenant.retention_days,
+        "weight": tenant.weight,
+        "max_jobs": tenant.max_jobs,
+        "notify_url": tenant.notify_url,
+        "notify_events": ",".join(sorted(tenant.notify_events)) or None,
+    }
+    return "\n".join(f"{name}\t{'default' if value is None else value}" for name, value in values.items())

@@ -43,6 +43,7 @@ class Api:
 
 API = web.AppKey("api", Api)
 TENANT = web.RequestKey("tenant", Tenant)
+KEY_ID = web.RequestKey("key_id", str)
 
 
 def api_of(request: web.Request) -> Api:
@@ -51,3 +52,8 @@ def api_of(request: web.Request) -> Api:
 
 def tenant_of(request: web.Request) -> Tenant:
     return request[TENANT]
+
+
+def key_id_of(request: web.Request) -> str | None:
+    """The id of the API key the request was authenticated with (what the audit log names)."""
+    return request.get(KEY_ID)

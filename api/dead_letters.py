@@ -1,4 +1,4 @@
-"""/v1/dead-letters: list (filters: job, target host, time range), redrive one, redrive a filtered set."""
+"""/v1/dead-letters: list (filters: job, target host, time range), redrive or purge one, or a filtered set."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tickwheel import metrics
 from tickwheel.core.instants import parse_instant
 from tickwheel.egress import canonical_host
 from tickwheel.errors import Conflict, InvalidInput, NotFound
@@ -17,7 +18,8 @@ from tickwheel.store.cassandra import Row
 from tickwheel.store.jobs import JobState, get_job
 from tickwheel.store.runs import new_run_of
 
-from .context import Api, api_of, tenant_of
+from . import audit
+from .context import api_of, tenant_of
 from .idempotency import idempotent
 from .responses import json_response, list_document, page_limit, parse_uuid, path_uuid, query_instant
 from .wire import instant, parse_json
@@ -62,8 +64,9 @@ async def list_letters(request: web.Request) -> web.Response:
     return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
-async def _redrive(api: Api, letter: Row, now: datetime) -> bool:
+async def _redrive(request: web.Request, letter: Row, now: datetime) -> bool:
     """Redrive for the job's current version; a paused or deleted job is refused (its runs would be cancelled)."""
+    api = api_of(request)
     job = await get_job(api.store, letter["job_id"])
     if job is None or job.state is not JobState.ACTIVE:
         state = "deleted" if job is None or job.state is JobState.DELETED else "paused"
@@ -72,13 +75,14 @@ async def _redrive(api: Api, letter: Row, now: datetime) -> bool:
     if run is None:
         return False
     await api.near.announce_if_near(due_run_for(new_run_of(run), attempt=int(run["attempt"]), fire_at=now), now)
+    await audit.record(request, "redrive", job, job, {"run_id": str(letter["run_id"])})
     return True
 
 
-async def _redrive_or_skip(api: Api, letter: Row, now: datetime) -> bool:
+async def _redrive_or_skip(request: web.Request, letter: Row, now: datetime) -> bool:
     """In a bulk redrive, a letter whose job is paused or deleted is skipped (it is not in `run_ids`)."""
     try:
-        return await _redrive(api, letter, now)
+        return await _redrive(request, letter, now)
     except Conflict:
         return False
 
@@ -88,14 +92,21 @@ async def redrive_one(request: web.Request) -> web.Response:
     return await idempotent(request, b"", lambda: _redrive_one(request))
 
 
-async def _redrive_one(request: web.Request) -> web.Response:
-    api, tenant = api_of(request), tenant_of(request)
+async def letter_for_tenant(request: web.Request, absent: str = "") -> Row:
+    """The caller's live dead letter of the run in the path (404 otherwise, with `absent` as a hint)."""
     run_id = path_uuid(request, "run_id", "dead letter")
-    letter = await letters.get_dead_letter(api.store, tenant.tenant_id, run_id)
+    letter = await letters.get_dead_letter(api_of(request).store, tenant_of(request).tenant_id, run_id)
     if letter is None:
-        raise NotFound(f"no dead letter for run {run_id} (or it was already redriven)")
+        raise NotFound(f"no dead letter for run {run_id}{absent}")
+    return letter
+
+
+async def _redrive_one(request: web.Request) -> web.Response:
+    api = api_of(request)
+    letter = await letter_for_tenant(request, " (or it was already redriven)")
+    run_id = letter["run_id"]
     now = api.clock()
-    if not await _redrive(api, letter, now):
+    if not await _redrive(request, letter, now):
         raise NotFound(f"run {run_id} is no longer dead")
     return json_response({"run_id": str(run_id), "status": "RETRY", "due_at": instant(now)}, status=202)
 
@@ -123,9 +134,9 @@ def _bulk_filters(document: Any) -> dict[str, Any]:
     return document
 
 
-async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
+async def _matching(request: web.Request, document: dict[str, Any]) -> list[Row]:
+    """The tenant's letters a bulk body's filters select (at most its `limit`), newest first."""
     api, tenant = api_of(request), tenant_of(request)
-    document = _bulk_filters(parse_json(body))
     rows, _ = await letters.list_dead_letters(
         api.store,
         tenant.tenant_id,
@@ -135,14 +146,52 @@ async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
         since=parse_instant(document["since"], field="since") if "since" in document else None,
         until=parse_instant(document["until"], field="until") if "until" in document else None,
     )
-    pending = [r for r in rows if r["redriven_at"] is None]
+    return rows
+
+
+async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
+    api = api_of(request)
+    document = _bulk_filters(parse_json(body))
+    pending = [r for r in await _matching(request, document) if r["redriven_at"] is None]
     now = api.clock()
     if document.get("dryRun", False):
         return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r["run_id"]) for r in pending]})
-    redriven = [str(r["run_id"]) for r in pending if await _redrive_or_skip(api, r, now)]
+    redriven = [str(r["run_id"]) for r in pending if await _redrive_or_skip(request, r, now)]
     return json_response({"dry_run": False, "matched": len(pending), "redriven": len(redriven), "run_ids": redriven})
 
 
 def _host(text: str | None) -> str | None:
     """A target host filter in the spelling dead letters are stored with (`EXAMPLE.com.` finds `example.com`)."""
     return None if text is None else canonical_host(text)
+
+
+@routes.delete("/v1/dead-letters/{run_id:[0-9a-fA-F-]{32,36}}")  # not `purge` or `redrive`
+async def purge_one(request: web.Request) -> web.Response:
+    return await idempotent(request, b"", lambda: _purge_one(request))
+
+
+async def _purge_one(request: web.Request) -> web.Response:
+    letter = await letter_for_tenant(request)
+    await letters.purge_dead_letter(api_of(request).store, letter)
+    metrics.dead_letters_purged.labels("one").inc()
+    return web.Response(status=204)
+
+
+@routes.post("/v1/dead-letters/purge")
+async def purge_many(request: web.Request) -> web.Response:
+    body = await request.read()
+    return await idempotent(request, body, lambda: _purge_many(request, body))
+
+
+async def _purge_many(request: web.Request, body: bytes) -> web.Response:
+    """Delete every letter the filters select (redriven or not); with dryRun, only say which."""
+    api = api_of(request)
+    document = _bulk_filters(parse_json(body))
+    rows = await _matching(request, document)
+    run_ids = [str(r["run_id"]) for r in rows]
+    if document.get("dryRun", False):
+        return json_response({"dry_run": True, "matched": len(rows), "run_ids": run_ids})
+    for row in rows:
+        await letters.purge_dead_letter(api.store, row)
+    metrics.dead_letters_purged.labels("bulk").inc(len(rows))
+    return json_response({"dry_run": False, "matched": len(rows), "purged": len(rows), "run_ids": run_ids})

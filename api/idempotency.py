@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from aiohttp import web
 
@@ -22,17 +24,50 @@ HEADER = "Idempotency-Key"
 MAX_KEY = 255
 REPLAYED = "Idempotent-Replayed"
 KEPT_HEADERS = ("ETag", "Location")
+KEYED_JOBS = uuid.UUID("6f1d3c52-8a4e-4c1b-9d57-2f0e7b9a4c11")  # namespace of job ids derived from keys
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedCreate:
+    """A create sent with an Idempotency-Key: the job id it derives and the hash of the request."""
+
+    job_id: uuid.UUID
+    request_hash: str
+
+
+def keyed_create(request: web.Request, body: bytes) -> KeyedCreate | None:
+    """The job id a keyed create makes (uuid5 of tenant and key: the same key names the same job), or None."""
+    key = _key(request)
+    if key is None:
+        return None
+    job_id = uuid.uuid5(KEYED_JOBS, f"{tenant_of(request).tenant_id}\n{key}")
+    return KeyedCreate(job_id, _digest(request, body))
+
+
+def check_replay(keyed: KeyedCreate, stored_hash: str | None) -> None:
+    """422 when the key was used with another request."""
+    if stored_hash != keyed.request_hash:
+        raise InvalidInput(f"this {HEADER} was used with a different request", field=HEADER)
+
+
+def _key(request: web.Request) -> str | None:
+    key = request.headers.get(HEADER)
+    if key is not None and (not 0 < len(key) <= MAX_KEY or not key.isprintable()):
+        raise InvalidInput(f"{HEADER} must be 1 to {MAX_KEY} printable characters", field=HEADER)
+    return key
+
+
+def _digest(request: web.Request, body: bytes) -> str:
+    return hashlib.sha256(f"{request.method} {request.path}\n".encode() + body).hexdigest()
 
 
 async def idempotent(request: web.Request, body: bytes, handle: Callable[[], Awaitable[web.Response]]) -> web.Response:
-    key = request.headers.get(HEADER)
+    key = _key(request)
     if key is None:
         return await handle()
-    if not 0 < len(key) <= MAX_KEY or not key.isprintable():
-        raise InvalidInput(f"{HEADER} must be 1 to {MAX_KEY} printable characters", field=HEADER)
     api, tenant = api_of(request), tenant_of(request)
     ttl_s = api.settings.api.idempotency_ttl_s
-    digest = hashlib.sha256(f"{request.method} {request.path}\n".encode() + body).hexdigest()
+    digest = _digest(request, body)
     reservation = await idempotency.reserve(api.store, tenant.tenant_id, key, digest, api.clock(), ttl_s)
     if not reservation.reserved:
         return _replay(reservation, digest)

@@ -21,13 +21,14 @@ from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFaile
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
 from tickwheel.store import names
+from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
 from tickwheel.store.runs import NewRun, to_utc
 
-from . import quotas
+from . import audit, quotas
 from .context import Api, api_of, tenant_of
-from .idempotency import idempotent
+from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
 from .planning import next_at, plan_run, resume_at, to_ms
 from .responses import job_document, json_response, list_document, page_limit, path_uuid, preview_document
 from .validation import check_definition
@@ -63,6 +64,20 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
     return msgspec.structs.replace(definition, schedule=msgspec.structs.replace(doc, anchor_at=anchor))
 
 
+async def _replayed_job(api: Api, keyed: KeyedCreate, existing: dict[str, Any], now: datetime) -> Job:
+    """The same key again: the job it made, after completing its first run if that request died before writing
+    it (a request younger than the store's timeout may still be writing it: 409, try again)."""
+    check_replay(keyed, existing.get("request_hash"))
+    job = job_store.job_of(existing)
+    if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:
+        first = plan_run(job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at)
+        if await run_store.get_run(api.store, first.run_id) is None:
+            if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
+                raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
+            await job_store.complete_keyed_job(api.store, job, first, now)
+    return job
+
+
 async def job_for_tenant(request: web.Request) -> Job:
     """The job named in the path (by id, or by name under /v1/jobs/by-name/), if it is the caller's; another
     tenant's job is exactly as absent as none."""
@@ -80,21 +95,34 @@ async def job_for_tenant(request: web.Request) -> Job:
 
 @routes.post("/v1/jobs")
 async def create_job(request: web.Request) -> web.Response:
+    """With an Idempotency-Key the key names the job (`keyed_create`): its one conditional insert is both the
+    creation and the idempotency record, so a create costs one LWT, not an idempotency LWT plus the writes."""
     body = await request.read()
-    return await idempotent(request, body, lambda: _create(request, body))
+    return await _create(request, body, keyed_create(request, body))
 
 
-async def _create(request: web.Request, body: bytes) -> web.Response:
-    now = api_of(request).clock()
-    definition, schedule = parse_definition(api_of(request), request, parse_json(body), now)
-    job = await create(request, definition, schedule, uuid.uuid4(), now)
-    return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job.job_id}")
+async def _create(request: web.Request, body: bytes, keyed: KeyedCreate | None) -> web.Response:
+    api = api_of(request)
+    now = to_ms(api.clock())  # what the job row stores, so a replay renders the same document
+    definition, schedule = parse_definition(api, request, parse_json(body), now)
+    job_id = keyed.job_id if keyed else uuid.uuid4()
+    job, replayed = await create(request, definition, schedule, job_id, now, keyed)
+    response = json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job.job_id}")
+    if replayed:
+        response.headers[REPLAYED] = "true"
+    return response
 
 
 async def create(
-    request: web.Request, definition: JobDefinition, schedule: Schedule, job_id: uuid.UUID, now: datetime
-) -> Job:
-    """Write a checked definition as the caller's new job `job_id` with its first run (201 may follow)."""
+    request: web.Request,
+    definition: JobDefinition,
+    schedule: Schedule,
+    job_id: uuid.UUID,
+    now: datetime,
+    keyed: KeyedCreate | None = None,
+) -> tuple[Job, bool]:
+    """Write a checked definition as the caller's new job `job_id` with its first run (201 may follow); with
+    `keyed`, the same Idempotency-Key again gives the job it made and True (a replay)."""
     api, tenant = api_of(request), tenant_of(request)
     at = next_at(schedule, now, 0)
     if at is None:
@@ -107,14 +135,22 @@ async def create(
     )  # fmt: skip
     await quotas.take_job_slot(api, tenant)
     try:
-        await job_store.create_job(api.store, job, run, now)
+        existing = None
+        if keyed is None:
+            await job_store.create_job(api.store, job, run, now)
+        else:
+            existing = await job_store.create_keyed_job(api.store, job, run, now, keyed.request_hash)
     except BaseException:
         await quotas.give_back_job_slot(api, tenant)
         raise
+    if existing is not None and keyed is not None:
+        await quotas.give_back_job_slot(api, tenant)
+        return await _replayed_job(api, keyed, existing, now), True
     metrics.jobs_created.labels(definition.schedule.type).inc()
     await api.near.announce_if_near(due_run_for(run), now)
-    log.info("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
-    return job
+    await audit.record(request, "create", None, job)
+    log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
+    return job, False
 
 
 @routes.get("/v1/jobs")
@@ -136,7 +172,11 @@ async def list_jobs(request: web.Request) -> web.Response:
         label=label,
     )
     found = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
-    items = [job_document(job) for job in found if job is not None and job.state is not JobState.DELETED]
+    shown = [job for job in found if job is not None and job.state is not JobState.DELETED]
+    # A once job's next run is over once its run finished: that is in its history, not on the job row.
+    last = await asyncio.gather(*(_last_run(request, job) for job in shown if job.definition.schedule.type == "once"))
+    last_of = dict(zip((job.job_id for job in shown if job.definition.schedule.type == "once"), last, strict=True))
+    items = [job_document(job, last_of.get(job.job_id), with_last_run=False) for job in shown]
     return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
@@ -147,8 +187,10 @@ async def get_job(request: web.Request) -> web.Response:
 
 
 async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
-    """The newest run whose time has come (the scheduled next run is reported as `next_run_at`)."""
-    rows = await api_of(request).store.execute(
+    """The newest run whose time has come (the scheduled next run is reported as `next_run_at`). The history
+    records outcomes; a run it still shows SCHEDULED may have started since, which only its run row tells."""
+    store = api_of(request).store
+    rows = await store.execute(
         "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT 5", [job.job_id]
     )
     now = api_of(request).clock()
@@ -156,6 +198,9 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
         scheduled_at = to_utc(row["scheduled_at"])
         if scheduled_at is None or scheduled_at > now:
             continue
+        if row["status"] == "SCHEDULED":
+            live = await run_store.get_run(store, row["run_id"])
+            row = {**row, **({"status": live["status"], "attempt": live["attempt"]} if live else {})}
         if row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED":
             return {
                 "id": str(row["run_id"]),
@@ -253,6 +298,7 @@ async def apply_change(
         next_run_id=change.next_run_id,
         updated_at=now,
     )
+    await audit.record(request, audit.action_of(job, updated), job, updated)
     return json_response(job_document(updated), etag=updated.version)
 
 
@@ -274,6 +320,8 @@ async def _delete(request: web.Request) -> web.Response:
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found}); retry", field="If-Match")
     await quotas.give_back_job_slot(api, tenant_of(request))
+    deleted = dataclasses.replace(job, state=JobState.DELETED, version=job.version + 1, updated_at=now)
+    await audit.record(request, "delete", job, deleted)
     return web.Response(status=204)
 
 

@@ -70,7 +70,7 @@ async def _put(request: web.Request, body: bytes) -> web.Response:
     if not taken:
         raise Conflict(f"another request is creating the job named {name!r}; retry", field="name", retry_after_s=1)
     try:
-        job = await jobs.create(request, definition, schedule, job_id, now)
+        job, _ = await jobs.create(request, definition, schedule, job_id, now)
     except BaseException:
         await names.release(api.store, tenant.tenant_id, name, job_id)
         raise

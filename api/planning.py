@@ -13,7 +13,7 @@ from schemas.messages import JobDefinition
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.policies import CatchUpPolicy
 from tickwheel.core.schedule import OnceSchedule, Schedule, catch_up, first_fire, next_fire
-from tickwheel.model import catch_up_of, lane_of, tolerance_ms_of
+from tickwheel.model import catch_up_of, lane_of, recurs, tolerance_ms_of
 from tickwheel.store.runs import NewRun
 
 log = logging.getLogger(__name__)
@@ -36,9 +36,9 @@ def resume_at(
 ) -> datetime | None:
     """On resume: with catch-up `all`, the oldest occurrence missed while paused (bounded by its limits);
     otherwise (`latest`, `none`) the next occurrence from now: a pause means its occurrences were not wanted."""
-    policy, max_count, max_age_s = catch_up_of(definition)
-    if policy is CatchUpPolicy.ALL and not isinstance(schedule, OnceSchedule):
-        missed = catch_up(schedule, paused_at, now, policy, max_count, max_age_s)
+    rule = catch_up_of(definition)
+    if rule.policy is CatchUpPolicy.ALL and not isinstance(schedule, OnceSchedule):
+        missed = catch_up(schedule, paused_at, now, rule.policy, rule.max_count, rule.max_age_s)
         if missed:
             return missed[0]
     return next_at(schedule, now, fired_count)
@@ -58,4 +58,5 @@ def plan_run(
         scheduled_at=at,
         fire_at=at,
         tolerance_ms=tolerance_ms_of(definition),
+        recurring=recurs(definition),
     )

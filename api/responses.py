@@ -43,14 +43,13 @@ FINISHED = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
 
 def next_run_at(job: Job, last_run: dict[str, Any] | None) -> datetime | None:
     """A once job whose run has finished has no next run (its row still points at that run, for history)."""
-    if job.definition.schedule.type == "once":
-        latest = (last_run["id"], last_run["status"]) if last_run else (str(job.last_run_id), job.last_run_status)
-        if latest[0] == str(job.next_run_id) and latest[1] in FINISHED:
-            return None
+    once = job.definition.schedule.type == "once"
+    if once and last_run is not None and last_run["id"] == str(job.next_run_id) and last_run["status"] in FINISHED:
+        return None
     return job.next_run_at
 
 
-def job_document(job: Job, last_run: dict[str, Any] | None = None) -> dict[str, Any]:
+def job_document(job: Job, last_run: dict[str, Any] | None = None, *, with_last_run: bool = True) -> dict[str, Any]:
     document = {
         "id": str(job.job_id),
         "state": job.state.value,
@@ -62,7 +61,7 @@ def job_document(job: Job, last_run: dict[str, Any] | None = None) -> dict[str, 
         "updated_at": instant(job.updated_at),
         **definition_document(job.definition),
     }
-    if last_run is not None:
+    if last_run is not None and with_last_run:
         document["last_run"] = last_run
     return document
 

@@ -20,6 +20,7 @@ from .wire import instant, parse_json
 
 routes = web.RouteTableDef()
 MAX_EXTEND_S = 3600
+MAX_ATTEMPT = 2**31 - 1  # runs.attempt is a CQL int
 STATUSES = {s.value for s in RunStatus}
 
 
@@ -98,7 +99,7 @@ def _heartbeat_body(document: Any, default_s: int) -> tuple[int, int]:
         raise InvalidInput(f"unknown field {unknown[0]}" if unknown else "the body must be a JSON object",
                            field=unknown[0] if unknown else None)  # fmt: skip
     attempt, extend_s = document.get("attempt"), document.get("extendByS", default_s)
-    if type(attempt) is not int or attempt < 1:
+    if type(attempt) is not int or not 1 <= attempt <= MAX_ATTEMPT:
         raise InvalidInput("attempt must be the attempt number you are running (an integer >= 1)", field="attempt")
     if type(extend_s) is not int or not 1 <= extend_s <= MAX_EXTEND_S:
         raise InvalidInput(f"extendByS must be an integer from 1 to {MAX_EXTEND_S}", field="extendByS")

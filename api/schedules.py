@@ -222,11 +222,11 @@ async def _reschedule(
 
 async def _catch_up_at(request: web.Request, job: Job, until: datetime, now: datetime) -> None:
     """Catch-up `all`: the occurrences the pause passes over (within the job's limits) run at `until`."""
-    policy, max_count, max_age_s = catch_up_of(job.definition)
-    if policy is not CatchUpPolicy.ALL:
+    rule = catch_up_of(job.definition)
+    if rule.policy is not CatchUpPolicy.ALL:
         return
     api = api_of(request)
-    for at in catch_up(schedule_of(job.definition), now, until, policy, max_count, max_age_s):
+    for at in catch_up(schedule_of(job.definition), now, until, rule.policy, rule.max_count, rule.max_age_s):
         run = plan_run(job.job_id, job.tenant_id, job.shard, job.version + 1, job.definition, at)
         run = dataclasses.replace(run, fire_at=until)
         await run_store.create_run(api.store, run, now)

@@ -56,6 +56,8 @@ def check_definition(definition: JobDefinition, *, min_interval_s: int, kafka_to
         raise InvalidInput(f"name must be 1 to {MAX_NAME} characters", field="name")
     if definition.alert_url is not None:
         check_url(definition.alert_url, "alertUrl")
+    if definition.notify is not None and definition.notify.url is not None:
+        check_url(definition.notify.url, "notify.url")
     return schedule
 
 

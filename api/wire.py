@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from schemas.messages import JobDefinition, Lane, RetryDoc, ScheduleDoc, Target
+from schemas.messages import JobDefinition, Lane, NotifyDoc, RetryDoc, ScheduleDoc, Target
 from tickwheel.core.instants import format_instant
 from tickwheel.errors import InvalidInput, MalformedRequest, PayloadTooLarge
 
@@ -35,6 +35,7 @@ class JobBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     labels: dict[str, str] = {}
     alert_url: str | None = None
     name: str | None = None
+    notify: NotifyDoc | None = None
 
 
 MAX_JSON_DEPTH = 64
@@ -142,6 +143,7 @@ def to_definition(body: JobBody, max_payload_bytes: int) -> JobDefinition:
         labels=body.labels,
         alert_url=body.alert_url,
         name=body.name,
+        notify=body.notify,
     )
 
 

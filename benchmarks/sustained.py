@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import sys
+import urllib.request
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -36,7 +37,7 @@ from benchmarks.peers.harness import Planned, Submitted, Workload
 from benchmarks.peers.tickwheel_bench import SERVERS, TickwheelSystem
 from schemas.messages import topic_names
 from tickwheel import stack
-from tickwheel.platform import PROCESSES
+from tickwheel.platform import PROCESSES, ports
 from tickwheel.settings import Settings
 from tickwheel.sink import Sink
 from tickwheel.stack import process
@@ -84,7 +85,23 @@ class Probe:
 
     def snapshot(self) -> Snapshot:
         cpu = {name: harness.cpu_seconds([pid]) for name, pid in self.pids().items()}
-        return Snapshot(cpu, self._cql_counts(), self._kafka_offsets())
+        return Snapshot(cpu, self._cql_counts() | self._driver_counts(), self._kafka_offsets())
+
+    def _driver_counts(self) -> dict[str, int]:
+        """CQL requests the platform's processes sent, by kind (`tickwheel_cql_statements_total`, all processes)."""
+        counts: dict[str, int] = {}
+        for port in ports(self.settings).values():
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+                    text = answer.read().decode()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                if line.startswith("tickwheel_cql_statements_total{"):
+                    kind = line.split('kind="', 1)[1].split('"', 1)[0]
+                    key = f"driver/{kind}"
+                    counts[key] = counts.get(key, 0) + int(float(line.rsplit(" ", 1)[1]))
+        return counts
 
     def _cql_counts(self) -> dict[str, int]:
         counts = {}

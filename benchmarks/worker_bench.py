@@ -50,7 +50,9 @@ OVERRIDES = {
 }
 
 
-async def write_runs(store: CassandraStore, settings: Settings, url: str, count: int) -> list[DueRun]:
+async def write_runs(
+    store: CassandraStore, settings: Settings, url: str, count: int, *, tenant: str = TENANT
+) -> list[DueRun]:
     now = datetime.now(UTC).replace(microsecond=0)
     definition = JobDefinition(
         schedule=ScheduleDoc(type="once", run_at=now.isoformat()), target=HttpTarget(url=url), retry_policy=RetryDoc()
@@ -59,16 +61,16 @@ async def write_runs(store: CassandraStore, settings: Settings, url: str, count:
 
     async def one() -> DueRun:
         job_id = uuid.uuid4()
-        run = NewRun(run_id_for(job_id, now), job_id, TENANT, 1, shard_of(job_id), "default", now, now)
+        run = NewRun(run_id_for(job_id, now), job_id, tenant, 1, shard_of(job_id), "default", now, now)
         async with gate:
             await store.execute(
                 "INSERT INTO jobs (job_id, tenant_id, shard, state, version, definition, lane)"
                 " VALUES (?, ?, ?, 'ACTIVE', 1, ?, 'default')",
-                [job_id, TENANT, run.shard, encode(definition).decode()],
+                [job_id, tenant, run.shard, encode(definition).decode()],
             )
             await runs.create_run(store, run, now)
         ms = epoch_ms(now)
-        return DueRun(run.run_id, job_id, TENANT, run.shard, 0, "run", "default", 1, ms, ms)
+        return DueRun(run.run_id, job_id, tenant, run.shard, 0, "run", "default", 1, ms, ms)
 
     return list(await asyncio.gather(*(one() for _ in range(count))))
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from coordinator.assignment import next_assignment, unowned
 from coordinator.forecast import forecast
+from coordinator.liveness import MemberProbe
+from coordinator.mover import FarMover
 from coordinator.sweeper import Sweeper
 from schemas.messages import ShardAssignment, decode_assignment, encode
 from tickwheel import metrics
@@ -30,6 +32,7 @@ from tickwheel.store.cassandra import CassandraStore
 log = logging.getLogger(__name__)
 
 MEMBERS = "/dispatchers/members"
+LEAVING = "/dispatchers/leaving"
 ASSIGNMENT = "/dispatchers/assignment"
 LEADER = "/coordinator/leader"
 
@@ -40,6 +43,7 @@ class Coordinator:
         settings: Settings,
         zk: ZooKeeper,
         sweeper: Sweeper,
+        mover: FarMover,
         store: CassandraStore,
         *,
         name: str,
@@ -48,6 +52,7 @@ class Coordinator:
         self.settings = settings
         self.zk = zk
         self.sweeper = sweeper
+        self.mover = mover
         self.store = store
         self.name = name
         self._clock = clock
@@ -55,6 +60,8 @@ class Coordinator:
         self.assignment: ShardAssignment | None = None
         self.forecast: list[int] = []
         self._members: list[str] | None = None
+        self._leaving: set[str] = set()
+        self.probe = MemberProbe(zk)
         self._changed = asyncio.Event()
         self._leader_gone = asyncio.Event()
         self._watching = False
@@ -69,9 +76,10 @@ class Coordinator:
 
     async def start(self) -> None:
         self.zk.on_state(self._on_state)
-        for path in (MEMBERS, "/coordinator"):
+        for path in (MEMBERS, LEAVING, "/coordinator"):
             await self.zk.ensure_path(path)
-        for loop in (self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop):
+        loops = (self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop, self._move_loop)
+        for loop in (*loops, self._probe_loop):
             self._spawn(loop())
 
     async def stop(self) -> None:
@@ -91,6 +99,7 @@ class Coordinator:
         if state is not SessionState.CONNECTED and self.leader:
             log.warning("zookeeper session %s: no longer acting as leader", state.value)
             self.leader = False
+            self.mover.forget()
             self._leader_gone.set()
 
     # -- election -------------------------------------------------------------------------------------------
@@ -115,6 +124,7 @@ class Coordinator:
         if not self._watching:
             self._watching = True
             self.zk.watch_children(MEMBERS, self._on_members)
+            self.zk.watch_children(LEAVING, self._on_leaving)
         self._changed.set()
 
     async def _leader_node_is_ours(self) -> bool:
@@ -145,14 +155,18 @@ class Coordinator:
         metrics.dispatchers_live.set(len(members))
         self._changed.set()
 
+    def _on_leaving(self, members: list[str]) -> None:
+        self._leaving = set(members)
+        self._changed.set()
+
     async def _assign_loop(self) -> None:
         while True:
             await self._changed.wait()
             self._changed.clear()
             if not self.leader or self._members is None:
                 continue
-            try:
-                await self.publish(self._members)
+            try:  # a leaving member keeps firing until the others have taken its shards
+                await self.publish([m for m in self._members if m not in self._leaving])
             except Exception as exc:
                 log.warning("publishing the assignment failed, retrying: %s", exc)
                 await asyncio.sleep(1.0)
@@ -194,6 +208,26 @@ class Coordinator:
                 except Exception as exc:
                     log.warning("sweep failed: %s", exc)
 
+    async def _probe_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.coordinator.member_probe_interval_s)
+            if self.leader and self._members:
+                try:
+                    await self.probe.sweep(list(self._members))
+                except Exception as exc:
+                    log.warning("probing the dispatchers failed: %s", exc)
+
+    async def _move_loop(self) -> None:
+        while True:
+            if not self.leader:
+                await asyncio.sleep(1.0)
+                continue
+            try:
+                await self.mover.move(self.now())
+            except Exception as exc:
+                log.warning("moving far-horizon runs failed: %s", exc)
+            await asyncio.sleep(self.settings.coordinator.far_move_interval_s)
+
     async def _forecast_loop(self) -> None:
         cfg = self.settings.coordinator
         while True:
@@ -234,7 +268,8 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
     producer = KafkaProducer(settings.kafka)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
-    coordinator = Coordinator(settings, zk, Sweeper(settings, store, producer), store, name=name)
+    sweeper, mover = Sweeper(settings, store, producer), FarMover(settings, store, producer)
+    coordinator = Coordinator(settings, zk, sweeper, mover, store, name=name)
     health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
     await health.start()
     await coordinator.start()

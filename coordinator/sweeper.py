@@ -1,4 +1,5 @@
-"""The sweeper: finds ACTIVE jobs whose next run is missing, or overdue and never fired, and repairs them.
+"""The sweeper: finds ACTIVE jobs whose next run is missing, or overdue and never fired, and runs stranded
+RUNNING past their lease or RETRY past their retry time with no row left to fire them, and repairs them.
 
 Every repair is counted (metrics.sweeper_repairs) and logged at WARNING with the job id: a silent miss must not
 stay silent. The decision is pure (`diagnose`); `Sweeper` reads, repairs and announces.
@@ -15,19 +16,24 @@ from datetime import UTC, datetime, timedelta
 from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.missed import Plan, plan_occurrence
+from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
 from tickwheel.store import operator
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.chain import advance_job, is_recurring
+from tickwheel.store.chain import ChainResult, is_recurring, point_job
 from tickwheel.store.jobs import Job, job_of, run_of
-from tickwheel.store.runs import NewRun, create_run
+from tickwheel.store.runs import NewRun, RunKind, bucket_row, cancel, create_run, get_run, new_run_of
 
 log = logging.getLogger(__name__)
 
 SCAN_JOBS = "SELECT * FROM jobs"
 SELECT_RUN = "SELECT status, attempt, due_at FROM runs WHERE run_id = ?"
 REFIRE_RUN = "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = 'SCHEDULED' AND attempt = 0"
+MOVE_RETRY = "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = 'RETRY' AND attempt = ?"
+SELECT_RECENT_RUNS = "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at <= ? LIMIT 3"
+FINAL_STATUSES = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
 
 
 class Repair(enum.StrEnum):
@@ -37,6 +43,13 @@ class Repair(enum.StrEnum):
     """The next run has no row and its time passed long ago: move the job to its next fire after now."""
     REFIRE = "overdue"
     """The next run is still SCHEDULED well past its time: put its bucket row at now so it fires."""
+    LEASE_LAPSED = "lease_lapsed"
+    """A run is RUNNING well past its lease with no outcome: a lease check row at now times it out."""
+    RETRY_UNFIRED = "retry_unfired"
+    """A run is RETRY well past its retry time and was never claimed again: its run row is written at now."""
+    SKIP_MISSED = "overdue_skipped"
+    """The next run is overdue (or missing and stale) and the job's catch-up policy does not run it: cancel it
+    and move the job to the occurrence the policy picks (a newer missed one, due at once, or the next)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +75,25 @@ def diagnose(
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class HeldRun:
+    """A run that is neither final nor waiting for its first fire: what the stranded-run check reads."""
+
+    status: str
+    attempt: int
+    due_at: datetime | None
+    lease_until: datetime | None
+
+
+def diagnose_stranded(run: HeldRun, now: datetime, grace: timedelta) -> Repair | None:
+    """Whether a started run was left with nothing that will fire it again (its lease check or retry row lost)."""
+    if run.status == "RUNNING" and (run.lease_until is None or run.lease_until < now - grace):
+        return Repair.LEASE_LAPSED
+    if run.status == "RETRY" and run.due_at is not None and run.due_at < now - grace:
+        return Repair.RETRY_UNFIRED
+    return None
+
+
 class Sweeper:
     def __init__(self, settings: Settings, store: CassandraStore, producer: KafkaProducer):
         self.settings = settings
@@ -78,9 +110,9 @@ class Sweeper:
                 SCAN_JOBS, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
             )
             for row in rows:
-                repair = await self.check(row, now)
-                if repair is not None:
-                    done[repair] = done.get(repair, 0) + 1
+                for repair in (await self.check(row, now), *await self.check_stranded(row, now)):
+                    if repair is not None:
+                        done[repair] = done.get(repair, 0) + 1
             if cursor is None:
                 await operator.add_sweep(self.store, {repair.value: n for repair, n in done.items()})
                 return done
@@ -94,7 +126,14 @@ class Sweeper:
         repair = diagnose(is_recurring(job), job.state, next_run_at, run, now, self.grace)
         if repair is None or next_run_at is None:
             return None
-        await self._repair(repair, job, next_run_at, now)
+        plan = None
+        if repair in (Repair.REFIRE, Repair.CHAIN_FROM_NOW):  # a missed occurrence: the job's catch-up decides
+            plan = plan_occurrence(
+                schedule_of(job.definition), next_run_at, now, catch_up_of(job.definition),
+                fired_count=job.fired_count, late_after_s=self.settings.dispatcher.missed_after_s,
+            )  # fmt: skip
+            repair = Repair.REFIRE if plan.fire else Repair.SKIP_MISSED
+        await self._repair(repair, job, next_run_at, now, plan)
         metrics.sweeper_repairs.labels(reason=repair.value).inc()
         log.warning(
             "sweeper repaired job %s: %s (next run %s due %s)",
@@ -106,6 +145,43 @@ class Sweeper:
         )
         return repair
 
+    async def check_stranded(self, row: Row, now: datetime) -> list[Repair]:
+        """Repair the job's recent runs that started (or failed) and have nothing left to fire them: the newest
+        few history rows due before the grace, read through their run rows (the history records outcomes only)."""
+        repairs = []
+        history = await self.store.execute(SELECT_RECENT_RUNS, [row["job_id"], (now - self.grace).replace(tzinfo=None)])
+        for entry in history:
+            if entry["status"] in FINAL_STATUSES:
+                continue
+            run_row = await get_run(self.store, entry["run_id"])
+            if run_row is None:
+                continue
+            held = HeldRun(run_row["status"], run_row["attempt"] or 0, run_row["due_at"], run_row["lease_until"])
+            repair = diagnose_stranded(held, now, self.grace)
+            if repair is None:
+                continue
+            await self._refire_stranded(repair, new_run_of(run_row), held, now)
+            metrics.sweeper_repairs.labels(reason=repair.value).inc()
+            log.warning(
+                "sweeper repaired run %s: %s (attempt %s, status %s)",
+                entry["run_id"],
+                repair.value,
+                held.attempt,
+                held.status,
+                extra={"tenant": run_row["tenant_id"], "job_id": str(row["job_id"]), "run_id": str(entry["run_id"])},
+            )
+            repairs.append(repair)
+        return repairs
+
+    async def _refire_stranded(self, repair: Repair, run: NewRun, held: HeldRun, now: datetime) -> None:
+        """A row at now that the normal path handles: a lease check (the dispatcher sees the lease lapsed, a worker
+        times the attempt out) or the retry's run row (with its due time moved to now, written after the row)."""
+        kind = RunKind.LEASE_CHECK if repair is Repair.LEASE_LAPSED else RunKind.RUN
+        await self.store.execute(*bucket_row(run, fire_at=now, attempt=held.attempt, kind=kind))
+        if repair is Repair.RETRY_UNFIRED:
+            await self.store.applied(MOVE_RETRY, [now.replace(tzinfo=None), run.run_id, held.attempt])
+        await self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
+
     async def _run(self, run_id: uuid.UUID) -> RunView | None:
         rows = await self.store.execute(SELECT_RUN, [run_id])
         if not rows:
@@ -113,19 +189,12 @@ class Sweeper:
         due = rows[0]["due_at"]
         return RunView(rows[0]["status"], rows[0]["attempt"] or 0, due.replace(tzinfo=UTC) if due else None)
 
-    async def _repair(self, repair: Repair, job: Job, next_run_at: datetime, now: datetime) -> None:
-        if repair is Repair.CHAIN_FROM_NOW:
-            assert job.next_run_id is not None
-            _, following = await advance_job(
-                store=self.store,
-                job=job,
-                current_run_id=job.next_run_id,
-                after=now,
-                fired_count=job.fired_count,
-                now=now,
-            )
-            if following is not None:
-                await self._announce(following, now)
+    async def _repair(
+        self, repair: Repair, job: Job, next_run_at: datetime, now: datetime, plan: Plan | None = None
+    ) -> None:
+        if repair is Repair.SKIP_MISSED:
+            assert plan is not None
+            await self._skip_missed(job, next_run_at, plan.next_at, now)
             return
         fire_at = next_run_at if repair is Repair.RECREATE else now
         run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id)
@@ -133,6 +202,16 @@ class Sweeper:
             await self.store.applied(REFIRE_RUN, [fire_at.replace(tzinfo=None), run.run_id])
         await create_run(self.store, run, now)
         await self._announce(run, now)
+
+    async def _skip_missed(self, job: Job, missed_at: datetime, next_at: datetime | None, now: datetime) -> None:
+        """Cancel the missed run; point the job at `next_at`, written due no earlier than now (a missed
+        occurrence the policy still runs is in a minute the dispatchers have read already)."""
+        assert job.next_run_id is not None
+        await cancel(self.store, run_of(job, missed_at, run_id=job.next_run_id), now)
+        following = None if next_at is None else run_of(job, next_at, fire_at=max(next_at, now))
+        result = await point_job(self.store, job, job.next_run_id, following, job.fired_count, now)
+        if result is ChainResult.CHAINED and following is not None:
+            await self._announce(following, now)
 
     async def _announce(self, run: NewRun, now: datetime) -> None:
         """A repaired run may fall inside a horizon the dispatchers already loaded: announce it."""

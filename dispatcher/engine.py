@@ -17,7 +17,15 @@ from typing import Any
 from dispatcher import firing
 from dispatcher.firing import RecentlyFired, Watermarks, fire_order, needs_chain
 from dispatcher.nearfeed import NearFeed
-from dispatcher.ownership import OwnershipChange, is_newer, may_fire, plan_ownership, resume_from
+from dispatcher.ownership import (
+    LEAVING_TAG,
+    OwnershipChange,
+    is_newer,
+    may_fire,
+    owner_tag,
+    plan_ownership,
+    resume_from,
+)
 from dispatcher.preload import Key, accept_near, key_of, loadable_until, plan_inserts
 from schemas.messages import DueRun, ShardAssignment, encode, topic_names
 from tickwheel import metrics
@@ -28,6 +36,7 @@ from tickwheel.core.wheel import TimingWheel
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
 from tickwheel.store import buckets, checkpoints
+from tickwheel.store import runs as run_store
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import chain
 
@@ -83,12 +92,15 @@ class Dispatcher:
         self.written: dict[int, int] = {}
         self.session = SessionState.CONNECTED
         self.paused = True  # until registered
+        self.leaving = False
         self.last_alive = monotonic()
         self.fired_count = 0
         self._wake = asyncio.Event()
         self._reconcile = asyncio.Event()
         self._sleep_until_ms = 0
-        self._gate = asyncio.Semaphore(self.cfg.fire_concurrency)
+        # One send gate per lane: asyncio's semaphore is FIFO, so with one gate an urgent row due just after a
+        # bulk burst waited behind every bulk send (16-23 s at a 25k-100k peak, BENCHMARKS.md "Peak").
+        self._gates = {lane: asyncio.Semaphore(self.cfg.fire_concurrency) for lane in firing.LANE_RANK}
         self._scan_lock = asyncio.Lock()
         self._tasks: set[asyncio.Task[Any]] = set()
 
@@ -165,6 +177,8 @@ class Dispatcher:
         while True:
             await self._reconcile.wait()
             self._reconcile.clear()
+            if self.leaving:  # our shards stay ours until their new owners fence us (hand_over)
+                continue
             try:
                 await self.apply(plan_ownership(frozenset(self.owned), self.assignment, self.member))
             except Exception:
@@ -191,6 +205,35 @@ class Dispatcher:
                 )
             metrics.owned_shards.set(len(self.owned))
 
+    async def begin_leaving(self) -> None:
+        """A rolling restart: keep firing the shards we own, take no new assignment, and write our watermarks
+        tagged as handed over (before anyone is told, so the new owners read them: they resume with seconds of
+        grace instead of minutes)."""
+        self.leaving = True
+        with contextlib.suppress(Exception):  # a mark not written only means a longer re-fire by the new owner
+            await self.checkpoint(force=True)
+
+    async def hand_over(self, timeout_s: float, poll_s: float = 0.25) -> int:
+        """Leaving (after `begin_leaving`): keep firing each shard until its new owner has taken it: checkpointed
+        under a newer epoch a watermark past the instant the handover began, so it has sent the runs it re-fires
+        from our mark (minus the grace) and fires the current ones. Both fire meanwhile (the claim makes the
+        second call harmless); nobody fires nothing. Returns how many shards nobody took in time."""
+        began = self.now()
+        deadline = self._monotonic() + timeout_s
+        while self.owned and self._monotonic() < deadline:
+            try:
+                marks = await checkpoints.read(self.store, set(self.owned))
+            except Exception as exc:
+                log.warning("reading checkpoints during the handover failed: %s", exc)
+                marks = {}
+            for shard, mark in marks.items():
+                if mark.owner_epoch > self.epoch and mark.fired_through >= began and shard in self.owned:
+                    self._drop_shard(shard)
+            if self.owned:
+                await self._sleep(poll_s)
+        log.info("handover done: %d shards left without a new owner", len(self.owned))
+        return len(self.owned)
+
     def _drop_shard(self, shard: int) -> None:
         self.owned.pop(shard, None)
         for key in self.keys_by_shard.pop(shard, set()):
@@ -204,8 +247,12 @@ class Dispatcher:
         if self.loaded_until is None:
             self.loaded_until = loadable_until(now, self.cfg.preload_horizon_s)
         for shard in added:
-            fired_through = marks[shard].fired_through if shard in marks else None
-            self.owned[shard] = ShardState(start=resume_from(fired_through, now, self.cfg.resume_grace_s))
+            mark = marks.get(shard)
+            handed_over = mark is not None and mark.owner.endswith(LEAVING_TAG)
+            start = resume_from(
+                mark.fired_through if mark else None, now, self.cfg.resume_grace_s, handed_over=handed_over
+            )
+            self.owned[shard] = ShardState(start=start)
         started = time.perf_counter()
         try:
             await self.near.retarget(set(self.owned))  # end offsets before the scan
@@ -361,12 +408,15 @@ class Dispatcher:
             self._spawn(self._fire(key, run))
 
     async def _fire(self, key: Key, run: DueRun) -> None:
-        async with self._gate:
+        async with self._gates.get(run.lane, self._gates["default"]):
             if run.shard not in self.owned:
                 self.watermarks.release(run.shard, key)
                 return
-            if needs_chain(run):
-                await self._chain(run)
+            held_back = needs_chain(run) and not await self._chain(run)  # by the job's catch-up or overlap
+            if held_back or (run.kind == "lease_check" and not await self._lease_lapsed(run)):
+                self.watermarks.release(run.shard, key)
+                self.recent.add(key)
+                return
             if not self.can_fire():  # paused while waiting: put it back, it goes out on resume (or is dropped)
                 self._requeue(key, run, run.fire_at_ms)
                 return
@@ -388,6 +438,17 @@ class Dispatcher:
         metrics.fired.labels(lane=run.lane, kind=run.kind).inc()
         metrics.fire_lag.labels(lane=run.lane).observe(max(0, fired_at_ms - run.fire_at_ms) / 1000)
 
+    async def _lease_lapsed(self, run: DueRun) -> bool:
+        """A lease check goes to a worker only if its attempt still runs past the lease; if the run cannot be read,
+        it goes anyway (the worker checks again)."""
+        try:
+            lapsed = await run_store.lease_lapsed(self.store, run.run_id, run.attempt, self.now())
+        except Unavailable as exc:
+            log.warning("lease check read failed, sending it on: %s", exc, extra=_context(run))
+            return True
+        metrics.lease_checks.labels(result="lapsed" if lapsed else "kept").inc()
+        return lapsed
+
     def _headers(self) -> list[tuple[str, bytes]]:
         """Who fired, under which assignment epoch: lets a reader tell a stale owner's fire from a new one."""
         return [
@@ -402,19 +463,24 @@ class Dispatcher:
         elif run.shard not in self.owned:
             self.watermarks.release(run.shard, key)
 
-    async def _chain(self, run: DueRun) -> None:
+    async def _chain(self, run: DueRun) -> bool:
+        """Chain the run's job; False when its catch-up or overlap policy holds this run back."""
+        cfg = self.cfg
         try:
-            result, following = await chain(self.store, run, self.now())
+            step = await chain(
+                self.store, run, self.now(), missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s
+            )
         except Exception as exc:  # the run still fires; the sweeper repairs the chain and says so
             metrics.chained.labels(result="error").inc()
             log.warning("chaining failed: %s", exc, extra=_context(run))
-            return
-        metrics.chained.labels(result=result.value).inc()
-        if following is not None and self.loaded_until is not None:
-            # The next run may fall inside the horizon already loaded (short intervals): take it directly.
+            return True
+        metrics.chained.labels(result=step.result.value).inc()
+        # The next run (or this one, buffered) may fall inside the horizon already loaded: take it directly.
+        written = [r for r in (step.following, step.later) if r is not None]
+        if written and self.loaded_until is not None:
             until_ms = epoch_ms(self.loaded_until)
-            if epoch_ms(following.fire_at) < until_ms:
-                self._insert_all([buckets.due_run_for(following)])
+            self._insert_all([buckets.due_run_for(r) for r in written if epoch_ms(r.fire_at) < until_ms])
+        return step.send
 
     # -- checkpoints ----------------------------------------------------------------------------------------
     async def _checkpoint_loop(self) -> None:
@@ -425,22 +491,23 @@ class Dispatcher:
             except Exception as exc:
                 log.warning("checkpoint failed: %s", exc)
 
-    async def checkpoint(self) -> dict[int, bool]:
+    async def checkpoint(self, *, force: bool = False) -> dict[int, bool]:
+        """Write the watermarks that moved a checkpoint step (`force`: every one that moved at all)."""
         if not self.can_fire() or self.member is None:
             return {}
         marks = {s: self.watermarks.mark(s, self.fired_through_ms) for s, st in self.owned.items() if st.scanned}
         if marks:
             metrics.checkpoint_lag.set(max(0, self.now_ms() - min(marks.values())) / 1000)
-        due = firing.checkpoints_due(marks, self.written, int(self.cfg.checkpoint_step_s * 1000))
+        due = firing.checkpoints_due(marks, self.written, 1 if force else int(self.cfg.checkpoint_step_s * 1000))
         if not due:
             return {}
         at = {s: datetime.fromtimestamp(ms / 1000, UTC) for s, ms in due.items()}
         epoch = self.epoch
-        results = await checkpoints.advance(self.store, at, epoch, self.member, self.now())
+        results = await checkpoints.advance(self.store, at, epoch, owner_tag(self.member, self.leaving), self.now())
         for shard, applied in results.items():
             if applied:
                 self.written[shard] = due[shard]
-            elif shard in self.owned:
+            elif shard in self.owned and not self.leaving:  # leaving: hand_over drops it once taken over
                 log.warning("shard %d is fenced by a newer epoch than %d: dropping it", shard, epoch)
                 self._drop_shard(shard)
         return results

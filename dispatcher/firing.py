@@ -18,8 +18,9 @@ def fire_order(batch: Iterable[tuple[int, Key, DueRun]]) -> list[tuple[int, Key,
 
 
 def needs_chain(run: DueRun) -> bool:
-    """Only the first attempt of a run row can advance a recurring job (retries and lease checks never do)."""
-    return run.kind == "run" and run.attempt == 0
+    """Only the first attempt of a run row can advance a recurring job (retries and lease checks never do); a row
+    that says its job is a once job needs no job read at all."""
+    return run.kind == "run" and run.attempt == 0 and run.recurring is not False
 
 
 def fired(run: DueRun, fired_at_ms: int) -> DueRun:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import socket
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from dispatcher.engine import Dispatcher
@@ -35,6 +38,13 @@ class Running:
     own_store: bool
     stopped: bool = False
 
+    async def leave(self, timeout_s: float) -> int:
+        """A rolling restart: announce we leave, keep firing until the new owners have taken every shard (at
+        most `timeout_s`); returns how many shards were not taken. Then `stop`."""
+        await self.engine.begin_leaving()
+        await self.membership.leave()
+        return await self.engine.hand_over(timeout_s)
+
     async def stop(self) -> None:
         if self.stopped:
             return
@@ -49,29 +59,50 @@ class Running:
             await self.store.close()
 
 
-async def start(settings: Settings, *, store: CassandraStore | None = None, name: str | None = None) -> Running:
-    """Connect, register and start firing; returns the handle to stop it."""
+async def start(
+    settings: Settings,
+    *,
+    store: CassandraStore | None = None,
+    name: str | None = None,
+    clock: Callable[[], float] = time.time,
+) -> Running:
+    """Connect, register and start firing; returns the handle to stop it. `clock` (epoch seconds) is the
+    engine's wall clock (tests move it years ahead)."""
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     own_store = store is None
     store = store or await CassandraStore.connect(settings.cassandra)
     producer = KafkaProducer(settings.kafka, linger_ms=1)
     consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
     near = NearFeed(settings, consumer)
-    engine = Dispatcher(settings, store, producer, near, name=name)
+    engine = Dispatcher(settings, store, producer, near, name=name, clock=clock)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
-    membership = Membership(zk, engine, liveness_interval_s=settings.dispatcher.liveness_interval_s)
     health = HealthServer(settings.dispatcher.host, settings.dispatcher.port, engine.ready)
     await health.start()
+    address = (advertised_host(settings.dispatcher.host), health.port)
+    membership = Membership(zk, engine, liveness_interval_s=settings.dispatcher.liveness_interval_s, address=address)
     engine.start()
     await membership.start()
     log.info("dispatcher %s serving on port %d", name, health.port)
     return Running(engine, membership, zk, store, producer, near, health, own_store)
 
 
+def advertised_host(bind_host: str) -> str:
+    """The address the coordinator can probe us at: the bind address, or this host's when bound to all."""
+    if bind_host in ("", "0.0.0.0", "::"):
+        return socket.gethostbyname(socket.gethostname())
+    return bind_host
+
+
 async def serve(settings: Settings) -> None:
+    """Run until SIGTERM or SIGINT, then hand the shards over before exiting (a rolling restart)."""
     running = await start(settings)
+    leave = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, leave.set)
     try:
-        await asyncio.Event().wait()
+        await leave.wait()
+        await running.leave(settings.dispatcher.handover_timeout_s)
     finally:
         await running.stop()

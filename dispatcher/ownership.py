@@ -42,10 +42,25 @@ def is_newer(candidate: ShardAssignment, current: ShardAssignment | None) -> boo
     return current is None or candidate.epoch >= current.epoch
 
 
-def resume_from(fired_through: datetime | None, now: datetime, grace_s: float) -> datetime:
+LEAVING_TAG = " (leaving)"
+"""Appended to the owner of a checkpoint written by a dispatcher handing its shards over."""
+HANDOVER_GRACE_S = 5.0
+
+
+def owner_tag(member: str, leaving: bool) -> str:
+    """The checkpoint owner a member writes: its name, tagged while it hands its shards over."""
+    return f"{member}{LEAVING_TAG}" if leaving else member
+
+
+def resume_from(
+    fired_through: datetime | None, now: datetime, grace_s: float, *, handed_over: bool = False
+) -> datetime:
     """Where a new owner starts reading: the shard's watermark (or now) minus the grace, so what the previous
-    owner may not have sent goes out again (claims make a second fire harmless)."""
-    return (fired_through or now) - timedelta(seconds=grace_s)
+    owner may not have sent goes out again (claims make a second fire harmless). A watermark written by an owner
+    handing over (alive, acknowledged up to it, still firing and reading the near-term topic until we have
+    caught up) needs only a few seconds, not a re-fire of minutes."""
+    grace = min(grace_s, HANDOVER_GRACE_S) if handed_over else grace_s
+    return (fired_through or now) - timedelta(seconds=grace)
 
 
 def may_fire(state: SessionState, paused: bool, since_alive_s: float, session_timeout_s: float) -> bool:

@@ -48,10 +48,10 @@ class ScheduleDoc(Base, frozen=True):
     max_runs: int | None = None
     dst_gap: Literal["run_after_gap", "skip"] = "run_after_gap"
     dst_repeat: Literal["first", "second", "both"] = "first"
-    catch_up: Literal["latest", "all", "none"] = "latest"
+    catch_up: Literal["latest", "all", "skip", "none"] = "latest"  # "none": the older spelling of "skip"
     catch_up_max_count: int = 10
     catch_up_max_age_s: int = 86_400
-    overlap: Literal["allow", "skip"] = "allow"
+    overlap: Literal["allow", "skip", "buffer_one"] = "allow"
     calendars: list[CalendarDoc] = []  # cron: more expressions; the job fires on the union
     exclude: ExcludeDoc | None = None
     skip: list[str] = []  # occurrences (instants) that will not run; POST /v1/jobs/{id}/skip adds to it
@@ -86,6 +86,16 @@ class RetryDoc(Base, frozen=True):
     jitter: float = 0.2
 
 
+NotifyEventName = Literal["failed", "dead", "recovered", "succeeded", "missed"]
+
+
+class NotifyDoc(Base, frozen=True):
+    """Which of a job's run events to send, and where (no URL: the tenant's default URL)."""
+
+    events: tuple[NotifyEventName, ...] = ("dead", "recovered", "missed")
+    url: str | None = None
+
+
 class JobDefinition(Base, frozen=True):
     """What a tenant asked for; stored as one document in `jobs.definition`."""
 
@@ -100,6 +110,7 @@ class JobDefinition(Base, frozen=True):
     labels: dict[str, str] = {}
     alert_url: str | None = None
     name: str | None = None
+    notify: NotifyDoc | None = None
 
 
 class DueRun(Base, frozen=True):
@@ -117,6 +128,7 @@ class DueRun(Base, frozen=True):
     fire_at_ms: int
     tolerance_ms: int = 0
     fired_at_ms: int = 0
+    recurring: bool | None = None  # None: written before the flag existed (firing reads the job to know)
 
 
 class OwnerAlert(Base, frozen=True):
@@ -131,6 +143,26 @@ class OwnerAlert(Base, frozen=True):
     dead_at: str
 
 
+class RunEventData(Base, frozen=True):
+    run_id: uuid.UUID
+    job_id: uuid.UUID
+    tenant_id: str
+    attempt: int
+    status: str
+    scheduled_at: str
+    response_code: int | None = None
+    error: str | None = None
+
+
+class RunEventMessage(Base, frozen=True):
+    """A run event as a Standard Webhooks payload (`type`, `timestamp`, `data`), sent signed to a tenant's
+    notification URL (worker/notify.py)."""
+
+    type: str  # run.failed | run.dead | run.recovered | run.succeeded | run.missed
+    timestamp: str
+    data: RunEventData
+
+
 class ShardAssignment(Base, frozen=True):
     """The coordinator's shard assignment, published at /dispatchers/assignment in ZooKeeper. `epoch` grows
     with every change and fences checkpoint writes; `members` maps a member znode name to [start, end) ranges."""
@@ -138,6 +170,15 @@ class ShardAssignment(Base, frozen=True):
     epoch: int
     shards: int
     members: dict[str, list[tuple[int, int]]] = {}
+
+
+class DispatcherMember(Base, frozen=True):
+    """The data of a dispatcher's member znode: its name and where its health server listens, which the
+    coordinator probes to notice a dead process long before its ZooKeeper session expires."""
+
+    name: str
+    host: str
+    port: int
 
 
 _json_encoder = msgspec.json.Encoder()
@@ -160,6 +201,10 @@ def decode_alert(data: bytes | str) -> OwnerAlert:
     return msgspec.json.decode(data, type=OwnerAlert)
 
 
+def decode_run_event(data: bytes | str) -> RunEventMessage:
+    return msgspec.json.decode(data, type=RunEventMessage)
+
+
 def topic_names(prefix: str) -> dict[str, str]:
     """The platform's Kafka topics under a prefix (a test namespace, or '' in production)."""
     names: dict[str, str] = {lane: f"{prefix}tickwheel.runs.{lane}" for lane in LANES}
@@ -174,3 +219,11 @@ def worker_group(prefix: str, lane: Lane) -> str:
 
 def decode_assignment(data: bytes | str) -> ShardAssignment:
     return msgspec.json.decode(data, type=ShardAssignment)
+
+
+def decode_member(data: bytes | str) -> DispatcherMember | None:
+    """A member znode's data; None for data written by an older dispatcher (`host:name`)."""
+    try:
+        return msgspec.json.decode(data, type=DispatcherMember)
+    except msgspec.DecodeError:
+        return None

@@ -12,6 +12,11 @@ api_requests = Counter("tickwheel_api_requests_total", "API requests answered", 
 api_latency = Histogram("tickwheel_api_request_seconds", "API request latency", ["method", "route"])
 jobs_created = Counter("tickwheel_jobs_created_total", "Jobs created", ["schedule_type"])
 near_announced = Counter("tickwheel_near_announced_total", "Runs announced on the near-term topic")
+audit_records = Counter("tickwheel_audit_records_total", "Job changes written to the audit log", ["action"])
+audit_write_failures = Counter(
+    "tickwheel_audit_write_failures_total", "Job changes applied whose audit record could not be written"
+)
+dead_letters_purged = Counter("tickwheel_dead_letters_purged_total", "Dead letters deleted by tenants", ["how"])
 
 # dispatcher
 fire_lag = Histogram(
@@ -24,6 +29,11 @@ preload_seconds = Histogram("tickwheel_preload_seconds", "Time to read one minut
 checkpoint_lag = Gauge(
     "tickwheel_checkpoint_lag_seconds", "Now minus the oldest fired-through watermark owned"
 )
+lease_checks = Counter(
+    "tickwheel_lease_checks_total",
+    "Lease check rows read when due: lapsed ones go to a worker, kept ones (the run finished) end here",
+    ["result"],
+)
 near_received = Counter("tickwheel_near_received_total", "Near-term announcements consumed", ["result"])
 rescan_found = Counter("tickwheel_rescan_found_total", "Runs the safety rescan found that preload had missed")
 chained = Counter("tickwheel_chained_total", "Next occurrences written when firing", ["result"])
@@ -33,8 +43,15 @@ spread = Counter("tickwheel_spread_total", "Runs moved inside their delay tolera
 assignment_epoch = Gauge("tickwheel_assignment_epoch", "Epoch of the published shard assignment")
 unowned_shards = Gauge("tickwheel_unowned_shards", "Shards with no live owner in the published assignment")
 dispatchers_live = Gauge("tickwheel_dispatchers_live", "Dispatchers registered in ZooKeeper")
+members_evicted = Counter("tickwheel_members_evicted_total", "Dead dispatchers evicted before their session expired")
+far_moved = Counter("tickwheel_far_moved_total", "Runs the mover took from runs_far", ["result"])
 sweeper_repairs = Counter(
     "tickwheel_sweeper_repairs_total", "Jobs whose next run the sweeper repaired", ["reason"]
+)
+reconciler_findings = Counter(
+    "tickwheel_reconciler_findings_total",
+    "Promised occurrences the reconciler found without a run, by verdict (repaired, or why it was missed)",
+    ["verdict"],
 )
 forecast_due = Gauge("tickwheel_forecast_due_runs", "Runs due in a coming minute", ["minutes_ahead"])
 
@@ -48,7 +65,14 @@ claims = Counter("tickwheel_claims_total", "Claim attempts", ["result"])
 deferrals = Counter("tickwheel_deferrals_total", "Runs deferred without spending an attempt", ["reason"])
 dead_letters = Counter("tickwheel_dead_letters_total", "Runs dead-lettered", ["reason"])
 inflight = Gauge("tickwheel_worker_inflight", "Calls in flight", ["lane"])
+notifications = Counter(
+    "tickwheel_notifications_total", "Run-event notifications by outcome", ["event", "result"]
+)
+notification_queue = Gauge("tickwheel_notification_queue", "Run-event notifications waiting to be sent")
 lease_timeouts = Counter("tickwheel_lease_timeouts_total", "Runs whose lease expired while RUNNING")
 
 # adapters
+cql_statements = Counter(
+    "tickwheel_cql_statements_total", "CQL requests sent (a batch is one), by kind", ["kind"]
+)
 backend_errors = Counter("tickwheel_backend_errors_total", "Errors talking to a server", ["backend"])

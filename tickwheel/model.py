@@ -16,7 +16,8 @@ from tickwheel.core.cron import parse_cron
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.ids import epoch_ms
 from tickwheel.core.instants import parse_instant
-from tickwheel.core.policies import CatchUpPolicy, DstGapPolicy, DstRepeatPolicy
+from tickwheel.core.missed import CatchUp
+from tickwheel.core.policies import CatchUpPolicy, DstGapPolicy, DstRepeatPolicy, OverlapPolicy
 from tickwheel.core.specs import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
 from tickwheel.core.zones import load_zone
 
@@ -84,10 +85,15 @@ def _date_range(text: str, field: str) -> DateRange:
     return DateRange(first, last)
 
 
-def catch_up_of(definition: JobDefinition) -> tuple[CatchUpPolicy, int, float | None]:
-    """(policy, max count, max age in seconds) for missed occurrences after an outage or a resume."""
+def catch_up_of(definition: JobDefinition) -> CatchUp:
+    """The job's rule for missed occurrences (after an outage, or a resume)."""
     doc = definition.schedule
-    return CatchUpPolicy(doc.catch_up), doc.catch_up_max_count, float(doc.catch_up_max_age_s)
+    return CatchUp(CatchUpPolicy(doc.catch_up), doc.catch_up_max_count, float(doc.catch_up_max_age_s))
+
+
+def overlap_of(definition: JobDefinition) -> OverlapPolicy:
+    """What the job's occurrence does while an earlier run of it is still in flight."""
+    return OverlapPolicy(definition.schedule.overlap)
 
 
 def retry_policy_of(definition: JobDefinition) -> Any:
@@ -107,6 +113,11 @@ def retry_policy_of(definition: JobDefinition) -> Any:
 def lane_of(definition: JobDefinition) -> Lane:
     """The lane topic a job's runs are fired onto: its priority."""
     return definition.priority
+
+
+def recurs(definition: JobDefinition) -> bool:
+    """Whether the job has further occurrences after a fire (cron, interval), so firing must chain its next run."""
+    return definition.schedule.type in ("cron", "interval")
 
 
 def tolerance_ms_of(definition: JobDefinition) -> int:

@@ -96,8 +96,13 @@ class DispatcherSettings:
     resume_grace_s: int = 120
     capacity_per_s: int = 20_000
     fire_concurrency: int = 256
-    checkpoint_step_s: float = 10.0
+    # One LWT per moved shard per write: 1024 shards every 10 s were ~100 LWT/s on an idle box. A new owner reads
+    # from the checkpoint minus resume_grace_s (120 s) anyway, so a coarser mark costs only a longer re-read.
+    checkpoint_step_s: float = 60.0
     liveness_interval_s: float = 1.0
+    missed_after_s: float = 60.0
+    overlap_recheck_s: float = 5.0
+    handover_timeout_s: float = 20.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,7 +138,36 @@ class CoordinatorSettings:
     sweep_interval_s: float = 60.0
     sweep_grace_s: int = 300
     sweep_page_size: int = 500
-    forecast_interval_s: float = 30.0
+    # Each refresh reads forecast_minutes x shards partitions (10 x 1024): every 30 s that was ~340 reads/s, more
+    # than the runs of a 50 runs/s load cost; the pre-scaling it feeds looks minutes ahead, so 2 minutes is fresh.
+    forecast_interval_s: float = 120.0
+    far_move_interval_s: float = 300.0
+    far_lookback_days: int = 7
+    member_probe_interval_s: float = 0.5
+    reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
+    reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
+
+
+@dataclass(frozen=True, slots=True)
+class RetentionSettings:
+    """How long data is kept after it stops being needed; a tenant's `retention_days` overrides all of them."""
+
+    runs_days: int = 30  # finished runs, their attempts and history rows
+    dead_letters_days: int = 30
+    audit_days: int = 90  # the job change log
+    max_days: int = 3650  # the longest a tenant may be given
+
+
+@dataclass(frozen=True, slots=True)
+class NotifySettings:
+    """Run-event notifications sent by workers (worker/notify.py): their queue, retries and timeout."""
+
+    queue_size: int = 10_000  # events waiting per worker; beyond it new events are dropped (counted)
+    concurrency: int = 16
+    tries: int = 5
+    base_delay_s: float = 1.0
+    max_delay_s: float = 60.0
+    timeout_s: float = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +180,8 @@ class Settings:
     dispatcher: DispatcherSettings = field(default_factory=DispatcherSettings)
     worker: WorkerSettings = field(default_factory=WorkerSettings)
     coordinator: CoordinatorSettings = field(default_factory=CoordinatorSettings)
+    retention: RetentionSettings = field(default_factory=RetentionSettings)
+    notify: NotifySettings = field(default_factory=NotifySettings)
     shards: int = 1024
     log_level: str = "INFO"
 

@@ -27,6 +27,9 @@ class Tenant:
     signing_secrets: tuple[str, ...]
     kafka_topic_prefix: str
     concurrency: int | None
+    retention_days: int | None = None
+    notify_url: str | None = None
+    notify_events: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,7 +37,6 @@ class RunContext:
     """One run about to be tried: everything the claim, the call and the outcome need."""
 
     due: DueRun
-    row: Row
     run: NewRun
     definition: JobDefinition
     tenant: Tenant
@@ -87,7 +89,9 @@ class TenantCache:
 
     async def _read(self, tenant_id: str) -> Tenant:
         rows = await self.store.execute(
-            "SELECT signing_secrets, kafka_topic_prefix, concurrency FROM tenants WHERE tenant_id = ?", [tenant_id]
+            "SELECT signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url, notify_events"
+            " FROM tenants WHERE tenant_id = ?",
+            [tenant_id],
         )
         row = rows[0] if rows else {}
         tenant = Tenant(
@@ -95,6 +99,9 @@ class TenantCache:
             signing_secrets=tuple(row.get("signing_secrets") or ()),
             kafka_topic_prefix=row.get("kafka_topic_prefix") or default_topic_prefix(tenant_id),
             concurrency=row.get("concurrency"),
+            retention_days=row.get("retention_days"),
+            notify_url=row.get("notify_url"),
+            notify_events=frozenset(row.get("notify_events") or ()),
         )
         return tenant
 

@@ -10,6 +10,8 @@ from typing import Any
 
 from schemas.messages import HttpTarget, OwnerAlert, encode
 from tickwheel import metrics
+from tickwheel.core.retention import retention_s
+from tickwheel.settings import RetentionSettings
 from tickwheel.signing import sign_headers
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
@@ -24,9 +26,10 @@ ALERT_TIMEOUT_S = 10.0
 
 
 class DeadLetters:
-    def __init__(self, store: CassandraStore, http: HttpCaller):
+    def __init__(self, store: CassandraStore, http: HttpCaller, retention: RetentionSettings):
         self.store = store
         self.http = http
+        self.retention = retention
 
     async def add(self, ctx: RunContext, last_error: str, now: datetime) -> None:
         attempts = [_jsonable(row) for row in await runs.get_attempts(self.store, ctx.run.run_id)]
@@ -40,6 +43,7 @@ class DeadLetters:
             last_error=last_error,
             attempts=attempts,
             dead_at=now,
+            ttl_s=retention_s(self.retention.dead_letters_days, ctx.tenant.retention_days),
         )
         metrics.dead_letters.labels(_reason(last_error)).inc()
         if ctx.definition.alert_url:

@@ -27,6 +27,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from worker.consumer import LaneConsumer
+from worker.notify import Notifier
 from worker.pipeline import RunHandler
 from worker.targets import HttpCaller, KafkaCaller
 
@@ -49,6 +50,7 @@ class Worker:
         self._closers: list[Any] = []
         self.handler: RunHandler | None = None
         self.announcer: NearAnnouncer | None = None
+        self.notifier: Notifier | None = None
 
     async def start(self) -> Worker:
         s = self.settings
@@ -63,8 +65,12 @@ class Worker:
         self._closers.append(http.close)
         self.announcer = NearAnnouncer(s, producer)
         limits = FlowLimits(s.worker, redis)
+        self.notifier = Notifier(s.notify, store, http)
+        self.notifier.start()
+        self._closers.append(self.notifier.stop)
         self.handler = RunHandler(
-            s, store, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id, announcer=self.announcer
+            s, store, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id, announcer=self.announcer,
+            notifier=self.notifier,
         )
         for lane in self.lanes():
             consumer = LaneConsumer(s, lane, self.handler.handle)

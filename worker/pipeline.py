@@ -13,9 +13,9 @@ A lease check that fires while its attempt still runs past the lease times the r
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
-import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
@@ -27,12 +27,13 @@ from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
 from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
-from tickwheel.store import runs
+from tickwheel.store import buckets, runs
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
+from worker.notify import Notifier
 from worker.outcome import Verdict, breaker_failure, judge
 from worker.requests import call_body, call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
@@ -61,6 +62,7 @@ class RunHandler:
         worker_id: str,
         *,
         announcer: NearAnnouncer | None = None,
+        notifier: Notifier | None = None,
         clock: Clock = utc_now,
         rand: Callable[[], float] = random.random,
     ):
@@ -71,10 +73,11 @@ class RunHandler:
         self.kafka = kafka
         self.worker_id = worker_id
         self.announcer = announcer
+        self.notifier = notifier
         self.clock = clock
         self.rand = rand
         self.tenants = TenantCache(store)
-        self.dead = DeadLetters(store, http)
+        self.dead = DeadLetters(store, http, settings.retention)
 
     async def handle(self, due: DueRun) -> None:
         if due.kind == "lease_check":
@@ -108,23 +111,33 @@ class RunHandler:
         await self.record(ctx, due.attempt + 1, result, verdict, started)
 
     async def load(self, due: DueRun) -> RunContext | None:
-        """The run's context, or None when there is nothing to do (the reason is logged and counted)."""
-        extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
-        row = await runs.get_run(self.store, due.run_id)
-        if row is None or row["status"] not in RUNNABLE or row["attempt"] != due.attempt:  # final, running or re-fired
-            metrics.claims.labels("skipped").inc()
-            log.debug("run is not runnable at attempt %s: %s", due.attempt, row and row["status"], extra=extra)
-            return None
-        run = runs.new_run_of(row)
+        """The run's context, or None when its job is gone, paused or deleted (the run is then cancelled).
+
+        The run row is not read: the claim's conditions (runnable, at the expected attempt, made for the job's
+        current version) decide, and a claim that does not apply says why (`claim`)."""
+        run = buckets.run_of_due(due)
         job = await read_job(self.store, run.job_id)
-        runnable_states = ("ACTIVE", "PAUSED") if row.get("forced") else ("ACTIVE",)  # forced: a trigger
-        if job is None or job["state"] not in runnable_states or job["version"] != run.job_version:
-            await runs.cancel(self.store, run, self.clock())
-            metrics.claims.labels("cancelled").inc()
-            log.info("run cancelled: its job is %s", _job_state(job, run.job_version), extra=extra)
+        if job is None or (job["state"] != "ACTIVE" and not await self.forced_through_pause(due, job)):
+            await self.cancel(run, _job_state(job))
             return None
         tenant = await self.tenants.get(run.tenant_id)
-        return RunContext(due, row, run, decode_definition(job["definition"]), tenant)
+        run = dataclasses.replace(run, job_version=job["version"])
+        return RunContext(due, run, decode_definition(job["definition"]), tenant)
+
+    async def forced_through_pause(self, due: DueRun, job: Row) -> bool:
+        """Whether a run of a PAUSED job is a forced trigger (POST .../trigger with force), which runs anyway; only
+        then is the run row read, so a run of an ACTIVE job still costs no read of it."""
+        if job["state"] != "PAUSED":
+            return False
+        row = await runs.get_run(self.store, due.run_id)
+        return row is not None and bool(row.get("forced"))
+
+    async def cancel(self, run: NewRun, why: str) -> None:
+        if await runs.cancel(self.store, run, self.clock()):
+            metrics.claims.labels("cancelled").inc()
+            log.info("run cancelled: its job is %s", why, extra=_extra(run))
+        else:
+            metrics.claims.labels("skipped").inc()
 
     async def admit(self, ctx: RunContext) -> Permit | bool | None:
         """A flow-control permit (True when limits are off), or None after deferring the run."""
@@ -170,14 +183,22 @@ class RunHandler:
         await self.record(ctx, ctx.due.attempt + 1, result, verdict, now)
 
     async def claim(self, ctx: RunContext, now: datetime) -> bool:
+        """Fenced claim; a run made for an older version of its job is cancelled, a duplicate (final, running or
+        re-fired) is dropped."""
         lease_until = now + timedelta(seconds=ctx.lease_s(self.settings.worker))
-        transition = await runs.claim(
-            self.store, ctx.run.run_id, ctx.due.attempt, self.worker_id, lease_until, now, known=ctx.row
-        )
-        metrics.claims.labels("won" if transition.applied else "lost").inc()
+        transition = await runs.claim(self.store, ctx.run, ctx.due.attempt, self.worker_id, lease_until, now)
         if transition.applied:
-            self.announce(ctx.run, ctx.due.attempt + 1, "lease_check", lease_until, now)
-        return transition.applied
+            metrics.claims.labels("won").inc()
+            if self.announcer is not None and not self.announcer.rescan_finds(lease_until, now):
+                self.announce(ctx.run, ctx.due.attempt + 1, "lease_check", lease_until, now)
+            return True
+        current = transition.current
+        if current.get("status") in RUNNABLE and current.get("job_version") != ctx.run.job_version:
+            await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {current['job_version']})")
+            return False
+        metrics.claims.labels("skipped" if current.get("attempt") != ctx.due.attempt else "lost").inc()
+        log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, current.get("status"), extra=ctx.log)
+        return False
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
         lane = ctx.due.lane
@@ -223,22 +244,18 @@ class RunHandler:
         if verdict.record.retry_at is not None and status is RunStatus.RETRY:
             self.announce(ctx.run, attempt, "run", verdict.record.retry_at, self.clock())
         metrics.runs_finished.labels(ctx.due.lane, status.value.lower()).inc()
-        log.info("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
+        log.debug("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
+        if self.notifier is not None:
+            self.notifier.outcome(ctx, attempt, status.value, verdict.record.response_code, verdict.record.error)
         if status is RunStatus.DEAD:
             await self.dead.add(ctx, verdict.record.error or "dead", self.clock())
-        await self.note_last_run(ctx.run.job_id, ctx.run.run_id, status)
 
     async def finish(self, ctx: RunContext, attempt: int, record: AttemptResult, started: datetime) -> bool:
         """`runs.finish`, tried again while Cassandra does not answer: the call was made, so its outcome must not be
-        dropped for a timeout. An LWT that timed out may still have applied; the re-read tells."""
+        dropped for a timeout. An LWT that timed out may still have applied: `runs.finish` recognises its own write."""
         for tries in range(1, RECORD_TRIES + 1):
             try:
-                if await runs.finish(self.store, ctx.run, attempt, record, self.worker_id, started, self.clock()):
-                    return True
-                if tries == 1:
-                    return False
-                row = await runs.get_run(self.store, ctx.run.run_id)
-                return row is not None and row["attempt"] == attempt and row["status"] == record.status.value
+                return await runs.finish(self.store, ctx.run, attempt, record, self.worker_id, started, self.clock())
             except TickwheelError as exc:
                 if not exc.retriable or tries == RECORD_TRIES:
                     raise
@@ -249,15 +266,6 @@ class RunHandler:
     def announce(self, run: NewRun, attempt: int, kind: RunKind, fire_at: datetime, now: datetime) -> None:
         if self.announcer is not None:
             self.announcer.announce_soon(due_run_for(run, attempt=attempt, kind=kind, fire_at=fire_at), now)
-
-    async def note_last_run(self, job_id: uuid.UUID, run_id: uuid.UUID, status: RunStatus) -> None:
-        """Best effort: the job's summary of its latest run (the run row is the truth)."""
-        try:
-            await self.store.execute(
-                "UPDATE jobs SET last_run_id = ?, last_run_status = ? WHERE job_id = ?", [run_id, status.value, job_id]
-            )
-        except Exception as exc:  # a summary must never fail a run that is already recorded
-            log.warning("could not update the job's last run: %s", exc, extra={"job_id": str(job_id)})
 
     # --- kind = lease_check -----------------------------------------------------------------------------------
 
@@ -282,9 +290,13 @@ class RunHandler:
             self.announce(run, due.attempt, "run", retry_at, now)
         extra = {"tenant": run.tenant_id, "job_id": str(run.job_id), "run_id": str(run.run_id), "attempt": due.attempt}
         log.warning("lease expired; run %s", "retried" if retry_at else "dead", extra=extra)
-        if retry_at is None and job is not None:
-            tenant = await self.tenants.get(run.tenant_id)
-            ctx = RunContext(due, row, run, decode_definition(job["definition"]), tenant)
+        if job is None:
+            return
+        ctx = RunContext(due, run, decode_definition(job["definition"]), await self.tenants.get(run.tenant_id))
+        if self.notifier is not None:
+            status = RunStatus.RETRY if retry_at else RunStatus.DEAD
+            self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
+        if retry_at is None:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
 
 
@@ -292,9 +304,9 @@ def _ms(at: datetime) -> int:
     return int(at.timestamp() * 1000)
 
 
-def _job_state(job: dict[str, object] | None, run_version: int) -> str:
-    if job is None:
-        return "gone"
-    if job["state"] != "ACTIVE":
-        return str(job["state"]).lower()
-    return f"changed (version {job['version']}, run made at {run_version})"
+def _job_state(job: dict[str, object] | None) -> str:
+    return "gone" if job is None else str(job["state"]).lower()
+
+
+def _extra(run: NewRun) -> dict[str, object]:
+    return {"tenant": run.tenant_id, "job_id": str(run.job_id), "run_id": str(run.run_id)}

@@ -71,14 +71,20 @@ class DstRepeat(enum.StrEnum):
 
 
 class CatchUp(enum.StrEnum):
+    """Missed occurrences after an outage: the newest, the newest catchUpMaxCount, or none (`none` = `skip`)."""
+
     LATEST = "latest"
     ALL = "all"
+    SKIP = "skip"
     NONE = "none"
 
 
 class Overlap(enum.StrEnum):
+    """An occurrence while an earlier run of the job is in flight: start, skip, or wait (one waiting at most)."""
+
     ALLOW = "allow"
     SKIP = "skip"
+    BUFFER_ONE = "buffer_one"
 
 
 class RunOrigin(enum.StrEnum):
@@ -96,6 +102,31 @@ class DstFlag(enum.StrEnum):
     REPEATED = "repeated"
     SKIPPED_SIBLING = "skipped_sibling"
     AFTER_SKIPPED_GAP = "after_skipped_gap"
+
+
+class NotifyEvent(enum.StrEnum):
+    FAILED = "failed"
+    DEAD = "dead"
+    RECOVERED = "recovered"
+    SUCCEEDED = "succeeded"
+    MISSED = "missed"
+
+
+class ChangeAction(enum.StrEnum):
+    CREATE = "create"
+    EDIT = "edit"
+    PAUSE = "pause"
+    RESUME = "resume"
+    DELETE = "delete"
+    TRIGGER = "trigger"
+    BACKFILL = "backfill"
+    REDRIVE = "redrive"
+
+
+class DiffOp(enum.StrEnum):
+    ADD = "add"
+    REMOVE = "remove"
+    REPLACE = "replace"
 
 
 class Model(msgspec.Struct, frozen=True, kw_only=True):
@@ -207,6 +238,14 @@ class RetryPolicy(Definition, frozen=True, kw_only=True, omit_defaults=True, ren
     jitter: float = 0.2
 
 
+class Notify(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """Which run events to send where (signed); no url: the tenant's default URL; events left None: the API's
+    default (dead, recovered, missed); an empty list sends nothing."""
+
+    url: str | None = None
+    events: list[NotifyEvent] | None = None
+
+
 class JobSpec(Request, frozen=True, kw_only=True, omit_defaults=True):
     """What a tenant asks for: the body of a create (`JobBody` in the API document)."""
 
@@ -221,6 +260,7 @@ class JobSpec(Request, frozen=True, kw_only=True, omit_defaults=True):
     priority: Priority = Priority.DEFAULT
     labels: dict[str, str] = {}
     alert_url: str | None = msgspec.field(default=None, name="alertUrl")
+    notify: Notify | None = None
 
 
 class JobPatch(Request, frozen=True, kw_only=True, omit_defaults=True):
@@ -238,6 +278,7 @@ class JobPatch(Request, frozen=True, kw_only=True, omit_defaults=True):
     priority: Priority | None = None
     labels: dict[str, str] | None = None
     alert_url: str | None = msgspec.field(default=None, name="alertUrl")
+    notify: Notify | None = None
 
 
 class LastRun(Model, frozen=True, kw_only=True):
@@ -446,7 +487,7 @@ class Redriven(Model, frozen=True, kw_only=True):
 
 
 class RedriveFilter(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
-    """Which dead letters a bulk redrive takes; with dry_run, only which would be."""
+    """Which dead letters a bulk redrive (or purge) takes; with dry_run, only which would be."""
 
     job_id: uuid.UUID | None = None
     target_host: str | None = None
@@ -455,12 +496,55 @@ class RedriveFilter(Definition, frozen=True, kw_only=True, omit_defaults=True, r
     dry_run: bool = False
     limit: int | None = None
 
+    @classmethod
+    def matching(
+        cls,
+        job_id: uuid.UUID | str | None,
+        target_host: str | None,
+        since: datetime | None,
+        until: datetime | None,
+        dry_run: bool,
+        limit: int | None,
+    ) -> RedriveFilter:
+        """The filter of a bulk call's keyword arguments (a job id given as text is read as a UUID)."""
+        return cls(job_id=uuid.UUID(str(job_id)) if job_id else None, target_host=target_host, since=since,
+                   until=until, dry_run=dry_run, limit=limit)  # fmt: skip
+
 
 class BulkRedrive(Model, frozen=True, kw_only=True):
     dry_run: bool
     matched: int
     redriven: int | None = None
     run_ids: list[uuid.UUID]
+
+
+class BulkPurge(Model, frozen=True, kw_only=True):
+    dry_run: bool
+    matched: int
+    purged: int | None = None
+    run_ids: list[uuid.UUID]
+
+
+class Change(Model, frozen=True, kw_only=True):
+    """One operation of a change's diff (a JSON Pointer path; `old` kept for replace and remove)."""
+
+    op: DiffOp
+    path: str
+    old: Any = None
+    value: Any = None
+
+
+class JobChange(Model, frozen=True, kw_only=True):
+    """One entry of a job's audit log."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    version: int
+    action: ChangeAction
+    key_id: str | None = None
+    changed_at: Instant
+    diff: list[Change]
+    detail: dict[str, Any]
 
 
 class Problem(Model, frozen=True, kw_only=True):

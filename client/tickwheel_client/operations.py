@@ -81,6 +81,9 @@ OPERATIONS = (
     Operation("POST", "/v1/jobs/{job_id}/skip", "skip_occurrences", m.Skip, m.Job),
     Operation("POST", "/v1/jobs/{job_id}/pause", "pause_until", m.PauseUntil, m.Job),
     Operation("POST", "/v1/jobs/{job_id}/backfill", "backfill", m.BackfillRange, m.Backfill),
+    Operation("GET", "/v1/jobs/{job_id}/history", "list_history", None, m.Page[m.JobChange]),
+    Operation("DELETE", "/v1/dead-letters/{run_id}", "purge"),
+    Operation("POST", "/v1/dead-letters/purge", "purge_many", m.RedriveFilter, m.BulkPurge),
 )
 
 
@@ -215,11 +218,29 @@ def redrive(run_id: uuid.UUID | str, key: str | None) -> Call[m.Redriven]:
 
 
 def redrive_many(selection: m.RedriveFilter, key: str | None) -> Call[m.BulkRedrive]:
+    _check_instants(selection)
+    return _mutation("POST", "/v1/dead-letters/redrive", _model(m.BulkRedrive), body=selection, key=key)
+
+
+def list_history(job_id: uuid.UUID | str, cursor: str | None, limit: int | None) -> Call[m.Page[m.JobChange]]:
+    params = _params(cursor=cursor, limit=limit)
+    return Call("GET", f"/v1/jobs/{_id(job_id)}/history", _model(m.Page[m.JobChange]), params=params)
+
+
+def purge(run_id: uuid.UUID | str, key: str | None) -> Call[None]:
+    return _mutation("DELETE", f"/v1/dead-letters/{_id(run_id)}", _nothing, key=key)
+
+
+def purge_many(selection: m.RedriveFilter, key: str | None) -> Call[m.BulkPurge]:
+    _check_instants(selection)
+    return _mutation("POST", "/v1/dead-letters/purge", _model(m.BulkPurge), body=selection, key=key)
+
+
+def _check_instants(selection: m.RedriveFilter) -> None:
     for name in ("since", "until"):
         at = getattr(selection, name)
         if at is not None:
             m.aware(at, name)
-    return _mutation("POST", "/v1/dead-letters/redrive", _model(m.BulkRedrive), body=selection, key=key)
 
 
 def put_job_by_name(name: str, spec: m.JobSpec, version: int | None, create_only: bool, key: str | None) -> Call[m.Job]:

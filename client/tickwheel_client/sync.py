@@ -194,8 +194,7 @@ class Client:
         idempotency_key: str | None = None,
     ) -> m.BulkRedrive:
         """Redrive the dead letters matching the filter (with dry_run, only say which)."""
-        selection = m.RedriveFilter(job_id=uuid.UUID(str(job_id)) if job_id else None, target_host=target_host,
-                                    since=since, until=until, dry_run=dry_run, limit=limit)  # fmt: skip
+        selection = m.RedriveFilter.matching(job_id, target_host, since, until, dry_run, limit)
         return self._send(ops.redrive_many(selection, idempotency_key))
 
     def put_job_by_name(
@@ -275,3 +274,25 @@ class Client:
         """Make now the runs the schedule would have made in [start, end) (at most 1000; dry_run: only list them)."""
         body = m.BackfillRange(start=start, end=end, dry_run=dry_run)
         return self._send(ops.backfill(job_id, body, idempotency_key))
+    def list_history(self, job_id: Id, *, page_size: int | None = None) -> Iterator[m.JobChange]:
+        """The job's audit log, newest first, following next_cursor."""
+        return self._pages(lambda cursor: ops.list_history(job_id, cursor, page_size))
+
+    def purge(self, run_id: Id, *, idempotency_key: str | None = None) -> None:
+        """Delete one dead letter (the run and its history stay)."""
+        self._send(ops.purge(run_id, idempotency_key))
+
+    def purge_many(
+        self,
+        *,
+        job_id: Id | None = None,
+        target_host: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+        dry_run: bool = False,
+        limit: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.BulkPurge:
+        """Delete the dead letters matching the filter, redriven or not (with dry_run, only say which)."""
+        selection = m.RedriveFilter.matching(job_id, target_host, since, until, dry_run, limit)
+        return self._send(ops.purge_many(selection, idempotency_key))

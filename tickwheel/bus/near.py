@@ -55,6 +55,13 @@ class NearAnnouncer:
         self.topic = topic_names(settings.kafka.topic_prefix)["near"]
         self._pending: set[asyncio.Task[None]] = set()
 
+    def rescan_finds(self, fire_at: datetime, now: datetime) -> bool:
+        """Whether the dispatchers' rescan will find a row written now in time, so announcing it can be skipped
+        (what a lease check row, due a lease after its claim, relies on). The rescan reads the whole current minute
+        at least every `rescan_interval_s`; a row due a minute or more after it is written falls in a minute that
+        starts after the write, and a rescan inside that minute reads it, at most `rescan_interval_s` late."""
+        return self.settings.dispatcher.rescan_interval_s <= 60 and fire_at - now >= timedelta(minutes=1)
+
     def is_near(self, fire_at: datetime, now: datetime) -> bool:
         return fire_at <= now + timedelta(seconds=self.settings.dispatcher.preload_horizon_s + NEAR_MARGIN_S)
 

@@ -7,6 +7,7 @@ and nowhere else.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import enum
 import logging
 from collections.abc import Callable
@@ -53,6 +54,7 @@ class ZooKeeper:
         self._listeners: list[Callable[[SessionState], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self.state = SessionState.LOST
+        self._connected = asyncio.Event()
 
     async def start(self, timeout_s: float = 15.0) -> None:
         self._loop = asyncio.get_running_loop()
@@ -66,10 +68,17 @@ class ZooKeeper:
             await asyncio.to_thread(self.client.stop)
             raise Unavailable(f"ZooKeeper at {self._settings.hosts} is unavailable: {exc}") from exc
         self.state = SessionState.CONNECTED
+        self._connected.set()
 
     async def stop(self) -> None:
         await asyncio.to_thread(self.client.stop)
         await asyncio.to_thread(self.client.close)
+
+    async def until_connected(self, timeout_s: float) -> bool:
+        """Wait (at most `timeout_s`) for a connected session; whether it is connected."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), timeout_s)
+        return self.state is SessionState.CONNECTED
 
     def on_state(self, listener: Callable[[SessionState], None]) -> None:
         """Call `listener` on the event loop whenever the session state changes."""
@@ -84,6 +93,10 @@ class ZooKeeper:
     def _set_state(self, state: SessionState) -> None:
         log.info("zookeeper session %s", state.value)
         self.state = state
+        if state is SessionState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
         for listener in self._listeners:
             listener(state)
 

@@ -9,7 +9,8 @@ Grammar (Vixie cron plus the Quartz extensions people expect):
 - day of week: 0-7 (0 and 7 are Sunday), `5L` (last Friday of the month), `1#2` (second Monday).
 - macros `@yearly` `@annually` `@monthly` `@weekly` `@daily` `@midnight` `@hourly`.
 - when both day fields are restricted a day matches if *either* matches (Vixie's OR); a field written with a
-  leading `*` (including `*/2`) counts as unrestricted, as in Vixie cron.
+  leading `*` (including `*/2`) makes it an AND instead, as in Vixie cron, so `0 0 */2 * *` fires on odd days.
+- ASCII only, at most MAX_EXPR_CHARS characters; digits are `0`-`9` (not `²`, full-width or Arabic-Indic).
 
 This module knows nothing about time zones: it answers questions about naive wall-clock readings.
 """
@@ -25,6 +26,7 @@ from datetime import date, datetime, time, timedelta
 from tickwheel.core.errors import ScheduleError
 
 FIELD = "schedule.expr"
+MAX_EXPR_CHARS = 256
 MAX_SEARCH_MONTHS = 12 * 120  # the rarest valid pattern (5th Monday of February) recurs within 40 years
 
 MACROS = {
@@ -125,6 +127,10 @@ class CronExpr:
 
 def parse_cron(text: str) -> CronExpr:
     """Parse a cron expression, raising ScheduleError that names the bad field and says why."""
+    if len(text) > MAX_EXPR_CHARS:
+        # the message does not quote the input: it may be megabytes long
+        raise ScheduleError(FIELD, f"expression is {len(text)} characters long; at most {MAX_EXPR_CHARS}")
+    _check_ascii(text)
     raw = " ".join(text.split())
     body = MACROS.get(raw.lower(), raw)
     if body.startswith("@"):
@@ -149,6 +155,22 @@ def parse_cron(text: str) -> CronExpr:
     )
     _check_can_fire(expr)
     return expr
+
+
+CRON_FIELD_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+
+
+def _check_ascii(text: str) -> None:
+    """Refuse any non-ASCII character, naming the cron field it is in: `str.isdigit` and `str.upper` would
+    otherwise let `²`, full-width digits or `sun` spelt with a long s through, or fail with a bare ValueError."""
+    if text.isascii():
+        return
+    parts = text.split()
+    names = {5: CRON_FIELD_NAMES, 6: ("second", *CRON_FIELD_NAMES)}.get(len(parts), ())
+    for name, part in zip(names, parts, strict=False):
+        if not part.isascii():
+            raise ScheduleError(FIELD, f"{name} field: {part!r} has a non-ASCII character; use 0-9 and ASCII names")
+    raise ScheduleError(FIELD, "expression has a non-ASCII character; use 0-9, ASCII names and spaces")
 
 
 def _plain_field(text: str, name: str, lo: int, hi: int, names: dict[str, int] | None = None) -> set[int]:
@@ -181,7 +203,7 @@ def _value(text: str, name: str, lo: int, hi: int, names: dict[str, int] | None)
 
 
 def _number(text: str, name: str, lo: int, hi: int, what: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):
         raise ScheduleError(FIELD, f"{name} field: {text!r} is not a valid {what}")
     value = int(text)
     if not lo <= value <= hi:
@@ -240,8 +262,6 @@ def _check_can_fire(expr: CronExpr) -> None:
 def days_in_month(expr: CronExpr, year: int, month: int) -> tuple[int, ...]:
     """The sorted days of (year, month) on which `expr` may fire, applying Vixie's day OR rule."""
     ndays = calendar.monthrange(year, month)[1]
-    if expr.dom_star and expr.dow_star:
-        return tuple(range(1, ndays + 1))
     dom_days = _dom_days(expr.dom, year, month, ndays)
     dow_days = _dow_days(expr.dow, year, month, ndays)
     chosen = dom_days & dow_days if expr.dom_star or expr.dow_star else dom_days | dow_days

@@ -21,11 +21,24 @@ class DstRepeatPolicy(StrEnum):
 
 
 class CatchUpPolicy(StrEnum):
-    """Which missed occurrences run after an outage: the latest only, all (bounded), or none."""
+    """Which missed occurrences run after an outage: the latest only, all (bounded), or none (`skip`; the
+    stored spelling `none` of older jobs reads as SKIP)."""
 
     LATEST = "latest"
     ALL = "all"
-    NONE = "none"
+    SKIP = "skip"
+
+    @classmethod
+    def _missing_(cls, value: object) -> CatchUpPolicy | None:
+        return cls.SKIP if value == "none" else None
+
+
+class OverlapPolicy(StrEnum):
+    """What an occurrence does when an earlier run of its job is still in flight (Temporal's names)."""
+
+    ALLOW = "allow"  # start it anyway
+    SKIP = "skip"  # do not run it
+    BUFFER_ONE = "buffer_one"  # wait for the earlier run to finish; a further one meanwhile is skipped
 
 
 class DstFlag(StrEnum):

@@ -69,7 +69,7 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     if value is None or not value.strip():
         return None
     text = value.strip()
-    if text.isdigit():
+    if text.isascii() and text.isdigit():
         return float(text)
     try:
         when = email.utils.parsedate_to_datetime(text)
@@ -80,14 +80,19 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
+MAX_RETRY_AFTER_S = 86_400.0
+"""A Retry-After is honoured up to a day (the cap of max_delay_s): a retry row is written to its minute bucket,
+whose 14-day TTL must outlive it; a server asking for longer is asked again a day later."""
+
+
 def next_delay_s(policy: RetryPolicy, attempt: int, *, rand: float, retry_after_s: float | None = None) -> float:
     """Backoff after failed attempt `attempt` (1-based) with jitter from `rand` in [0, 1); never less than the
-    server's Retry-After."""
+    server's Retry-After (up to MAX_RETRY_AFTER_S)."""
     exponent = min(max(attempt - 1, 0), 62)
     delay = min(policy.max_delay_s, policy.base_delay_s * 2.0**exponent)
     delay *= 1.0 - policy.jitter * min(max(rand, 0.0), 1.0)
     if retry_after_s is not None:
-        delay = max(delay, retry_after_s)
+        delay = max(delay, min(retry_after_s, MAX_RETRY_AFTER_S))
     return delay
 
 

@@ -173,8 +173,8 @@ def catch_up(
     max_age_s: float | None = 86400.0,
 ) -> list[datetime]:
     """Missed fires to run now, oldest first: in (last_fired, now], none older than `max_age_s`; LATEST keeps
-    the newest, ALL the newest `max_count`, NONE nothing. No last fire and no age limit: nothing is missed."""
-    if policy is CatchUpPolicy.NONE or max_count <= 0:
+    the newest, ALL the newest `max_count`, SKIP nothing. No last fire and no age limit: nothing is missed."""
+    if policy is CatchUpPolicy.SKIP or max_count <= 0:
         return []
     keep = 1 if policy is CatchUpPolicy.LATEST else min(max_count, MAX_PREVIEW)
     oldest = None if max_age_s is None else now - timedelta(seconds=max_age_s)

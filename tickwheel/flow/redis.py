@@ -31,6 +31,7 @@ class RedisClient:
             health_check_interval=15,
         )
         self.prefix = settings.key_prefix if prefix is None else prefix
+        self._scripts: dict[str, Any] = {}
 
     def key(self, *parts: str) -> str:
         return self.prefix + ":".join(parts)
@@ -42,8 +43,10 @@ class RedisClient:
             raise Unavailable(f"Redis is unavailable: {exc}") from exc
 
     async def script(self, source: str) -> Any:
-        """Register a Lua script; the returned object is awaited with keys and args."""
-        return self.redis.register_script(source)
+        """Register a Lua script (once per source); the returned object is awaited with keys and args."""
+        if source not in self._scripts:
+            self._scripts[source] = self.redis.register_script(source)
+        return self._scripts[source]
 
     async def close(self) -> None:
         await self.redis.aclose()

@@ -53,6 +53,7 @@ materialized_views_enabled: false
 sasi_indexes_enabled: false
 user_defined_functions_enabled: false
 storage_compatibility_mode: NONE
+paxos_variant: v2
 """
 
 _LOGBACK = """\

@@ -15,7 +15,8 @@ from tickwheel.store.runs import NewRun
 
 MINUTE = timedelta(minutes=1)
 SELECT_RANGE = (
-    "SELECT fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms"
+    "SELECT fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms,"
+    " recurring"
     " FROM runs_by_bucket WHERE bucket = ? AND shard = ? AND fire_at >= ? AND fire_at < ?"
 )
 COUNT_SHARDS = "SELECT COUNT(*) AS n FROM runs_by_bucket WHERE bucket = ? AND shard IN ?"
@@ -44,6 +45,7 @@ def due_run_of(row: Row, shard: int) -> DueRun:
         scheduled_at_ms=_aware_ms(row["scheduled_at"] or row["fire_at"]),
         fire_at_ms=_aware_ms(row["fire_at"]),
         tolerance_ms=row["tolerance_ms"] or 0,
+        recurring=row.get("recurring"),
     )
 
 
@@ -62,6 +64,23 @@ def due_run_for(run: NewRun, *, attempt: int = 0, kind: RunKind = "run", fire_at
         scheduled_at_ms=_aware_ms(run.scheduled_at),
         fire_at_ms=_aware_ms(fire_at.replace(microsecond=fire_at.microsecond // 1000 * 1000)),
         tolerance_ms=run.tolerance_ms,
+        recurring=run.recurring,
+    )
+
+
+def run_of_due(due: DueRun) -> NewRun:
+    """The identity of the run a fired row names (what the worker writes its rows with), due at its row's time."""
+    return NewRun(
+        run_id=due.run_id,
+        job_id=due.job_id,
+        tenant_id=due.tenant_id,
+        job_version=due.job_version,
+        shard=due.shard,
+        lane=due.lane,
+        scheduled_at=datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC),
+        fire_at=datetime.fromtimestamp(due.fire_at_ms / 1000, UTC),
+        tolerance_ms=due.tolerance_ms,
+        recurring=due.recurring,
     )
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -24,12 +25,14 @@ from cassandra.cluster import (
 from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
 
+from tickwheel import metrics
 from tickwheel.errors import Unavailable
 from tickwheel.settings import CassandraSettings, host_port
 
 log = logging.getLogger(__name__)
 
 Row = dict[str, Any]
+_CONDITION = re.compile(r"\bIF\b", re.IGNORECASE)
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionError, OSError)
 
 
@@ -42,6 +45,7 @@ class CassandraStore:
         self._cluster = cluster
         self._session = session
         self._prepared: dict[str, PreparedStatement] = {}
+        self._preparing: dict[str, asyncio.Future[PreparedStatement]] = {}
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, *, keyspace: bool = True) -> CassandraStore:
@@ -71,12 +75,22 @@ class CassandraStore:
     async def close(self) -> None:
         await asyncio.to_thread(self._cluster.shutdown)
 
-    def prepare(self, cql: str) -> PreparedStatement:
-        """Prepare once per session; later calls return the cached statement (blocks only the first time)."""
+    async def prepare(self, cql: str) -> PreparedStatement:
+        """Prepare once per session; later calls return the cached statement. The driver's prepare blocks, so the
+        first one runs in a thread (never on the event loop), shared by every caller that asks meanwhile."""
         statement = self._prepared.get(cql)
-        if statement is None:
-            statement = self._call(self._session.prepare, cql)  # a cluster out of reach is Unavailable, not a 500
-            self._prepared[cql] = statement
+        if statement is not None:
+            return statement
+        pending = self._preparing.get(cql)
+        if pending is None:
+            pending = asyncio.ensure_future(asyncio.to_thread(self._call, self._session.prepare, cql))
+            self._preparing[cql] = pending
+        try:
+            statement = await asyncio.shield(pending)  # a cluster out of reach is Unavailable, not a 500
+        finally:
+            if pending.done():
+                self._preparing.pop(cql, None)
+        self._prepared[cql] = statement
         return statement
 
     async def execute(self, cql: str, params: Sequence[Any] = (), *, prepared: bool = True) -> list[Row]:
@@ -94,12 +108,13 @@ class CassandraStore:
         prepared: bool = True,
     ) -> tuple[list[Row], str | None]:
         """One page of rows and an opaque cursor for the next page (None on the last page)."""
-        statement: Any = self._statement(cql, prepared)
+        statement: Any = await self._statement(cql, prepared)
         if page_size is not None:
             statement = statement.bind(params) if prepared else statement
             statement.fetch_size = page_size
             params = () if prepared else params
         paging_state = _decode_cursor(cursor)
+        metrics.cql_statements.labels(statement_kind(cql)).inc()
         future = self._call(self._session.execute_async, statement, params or None, paging_state=paging_state)
         result = await _await(future, self.settings.hosts)
         rows = list(result.current_rows)
@@ -116,7 +131,8 @@ class CassandraStore:
         """Write several rows as one (logged: all or nothing) batch."""
         batch = BatchStatement(batch_type=BatchType.LOGGED if logged else BatchType.UNLOGGED)
         for cql, params in statements:
-            batch.add(self.prepare(cql), params)
+            batch.add(await self.prepare(cql), params)
+        metrics.cql_statements.labels("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)
 
@@ -125,9 +141,9 @@ class CassandraStore:
         future = self._call(self._session.execute_async, cql, timeout=60.0)
         await _await(future, self.settings.hosts)
 
-    def _statement(self, cql: str, prepared: bool) -> Any:
+    async def _statement(self, cql: str, prepared: bool) -> Any:
         if prepared:
-            return self.prepare(cql)
+            return await self.prepare(cql)
         from cassandra.query import SimpleStatement
 
         return SimpleStatement(cql)
@@ -137,6 +153,13 @@ class CassandraStore:
             return fn(*args, **kwargs)
         except _UNAVAILABLE as exc:
             raise Unavailable(f"Cassandra is unavailable: {exc}") from exc
+
+
+def statement_kind(cql: str) -> str:
+    """`read`, `lwt` (a conditional write: Paxos rounds) or `write`, the label of `cql_statements`."""
+    if cql.lstrip()[:6].upper() == "SELECT":
+        return "read"
+    return "lwt" if _CONDITION.search(cql) else "write"
 
 
 async def _await(future: ResponseFuture, hosts: Sequence[str]) -> Any:

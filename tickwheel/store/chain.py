@@ -3,6 +3,10 @@
 The next occurrence is written only if the job is still ACTIVE, unchanged since it was read, and still points
 at this run (`next_run_id`), all in one LWT on the job row; so a paused, edited or deleted job chains
 nothing, a run fired twice chains once, and the outcome of the run never matters.
+
+The same step applies the job's catch-up and overlap policies (`tickwheel.core.missed`): a missed occurrence
+the catch-up policy does not run is cancelled and the job moves past it; an occurrence whose job still has an
+earlier run in flight is skipped (cancelled) or buffered (its row written again a few seconds later).
 """
 
 from __future__ import annotations
@@ -10,15 +14,19 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime, timedelta
 
 from schemas.messages import DueRun
 from tickwheel.core.ids import is_schedule_run
+from tickwheel.core.missed import MISSED_AFTER_S, Overlap, overlap_verdict, plan_occurrence
+from tickwheel.core.policies import OverlapPolicy
 from tickwheel.core.schedule import next_fire
-from tickwheel.model import schedule_of
+from tickwheel.model import catch_up_of, overlap_of, recurs, schedule_of
+from tickwheel.store.buckets import run_of_due
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import Job, JobState, get_job, run_of
-from tickwheel.store.runs import NewRun, create_run
+from tickwheel.store.runs import FINAL, NewRun, cancel, create_run, defer, new_run_rows
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +34,12 @@ ADVANCE_JOB = (
     "UPDATE jobs SET next_run_id = ?, next_run_at = ?, fired_count = ?, updated_at = ? WHERE job_id = ?"
     " IF version = ? AND state = 'ACTIVE' AND next_run_id = ?"
 )
+EARLIER_RUNS = "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at < ? LIMIT ?"
+RUN_STATUSES = "SELECT run_id, status FROM runs WHERE run_id IN ?"
+EARLIER_RUNS_READ = 50
+"""How many earlier occurrences the overlap check looks at (newest first)."""
+OVERLAP_RECHECK_S = 5.0
+"""How soon a buffered occurrence looks again whether the earlier run has finished."""
 
 
 class ChainResult(enum.StrEnum):
@@ -37,10 +51,29 @@ class ChainResult(enum.StrEnum):
     """The job changed (paused, edited, deleted, already chained past this run): nothing written."""
     NOT_RECURRING = "not_recurring"
     """A once job, a retry or a lease check: nothing to chain."""
+    MISSED = "missed"
+    """A missed occurrence the job's catch-up policy does not run: cancelled, the job moved past it."""
+    OVERLAP_SKIPPED = "overlap_skipped"
+    """An earlier run of the job is in flight and its overlap policy skips: cancelled."""
+    BUFFERED = "buffered"
+    """An earlier run of the job is in flight and its overlap policy waits: written again a little later."""
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What chaining decided for a fired first attempt."""
+
+    result: ChainResult
+    following: NewRun | None = None
+    """The job's next run, written (it may be due already: a missed occurrence that still runs)."""
+    send: bool = True
+    """Whether the fired run goes out now."""
+    later: NewRun | None = None
+    """The fired run itself, due again at its `fire_at` (buffered by the overlap policy)."""
 
 
 def is_recurring(job: Job) -> bool:
-    return job.definition.schedule.type in ("cron", "interval")
+    return recurs(job.definition)
 
 
 def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:
@@ -51,24 +84,73 @@ def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:
     return run_of(job, at)
 
 
-async def chain(store: CassandraStore, due: DueRun, now: datetime) -> tuple[ChainResult, NewRun | None]:
-    """Write the next run of the job `due` belongs to, if `due` is its current first attempt."""
+async def chain(
+    store: CassandraStore,
+    due: DueRun,
+    now: datetime,
+    *,
+    missed_after_s: float = MISSED_AFTER_S,
+    recheck_s: float = OVERLAP_RECHECK_S,
+) -> Step:
+    """Write the next run of the job `due` belongs to, if `due` is its current first attempt, applying the job's
+    catch-up policy (an occurrence more than `missed_after_s` late is missed) and its overlap policy."""
     if due.kind != "run" or due.attempt != 0:
-        return ChainResult.NOT_RECURRING, None
+        return Step(ChainResult.NOT_RECURRING)
     if not is_schedule_run(due.run_id, due.job_id, due.scheduled_at_ms):
-        return ChainResult.NOT_RECURRING, None  # a triggered or backfilled run: no job read, nothing to chain
+        return Step(ChainResult.NOT_RECURRING)  # a triggered or backfilled run: no job read, nothing to chain
     job = await get_job(store, due.job_id)
     if job is None:
-        return ChainResult.STALE, None
+        return Step(ChainResult.STALE)
     if not is_recurring(job):
-        return ChainResult.NOT_RECURRING, None
+        return Step(ChainResult.NOT_RECURRING)
     # Not `job.version == due.job_version`: an edit that keeps the occurrence moves the run to the new version
     # (runs.retarget) while the wheel still holds the old message. The LWT below requires the job to still point
     # at this run, which a pause, a delete or a rescheduling edit has changed.
     if job.state != JobState.ACTIVE:
-        return ChainResult.STALE, None
+        return Step(ChainResult.STALE)
     scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
-    return await advance_job(store, job, due.run_id, scheduled_at, job.fired_count + 1, now)
+    if job.next_run_id != due.run_id:  # a re-fire, or a buffered occurrence looking again
+        result, following = await advance_job(store, job, due.run_id, scheduled_at, job.fired_count + 1, now)
+        return await _overlap(store, job, due, now, Step(result, following), recheck_s)
+    late_after_s = missed_after_s + due.tolerance_ms / 1000
+    plan = plan_occurrence(
+        schedule_of(job.definition), scheduled_at, now, catch_up_of(job.definition),
+        fired_count=job.fired_count, late_after_s=late_after_s,
+    )  # fmt: skip
+    following = run_of(job, plan.next_at) if plan.next_at is not None else None
+    result = await point_job(store, job, due.run_id, following, job.fired_count + int(plan.fire), now)
+    written = following if result is ChainResult.CHAINED else None
+    if not plan.fire and result is not ChainResult.STALE:
+        await cancel(store, run_of_due(due), now)
+        return Step(ChainResult.MISSED, written, send=False)
+    return await _overlap(store, job, due, now, Step(result, written), recheck_s)
+
+
+async def _overlap(store: CassandraStore, job: Job, due: DueRun, now: datetime, step: Step, recheck_s: float) -> Step:
+    policy = overlap_of(job.definition)
+    if policy is OverlapPolicy.ALLOW:
+        return step
+    scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
+    verdict = overlap_verdict(policy, await earlier_in_flight(store, job.job_id, scheduled_at))
+    if verdict is Overlap.START:
+        return step
+    run = run_of_due(due)
+    if verdict is Overlap.SKIP:
+        await cancel(store, run, now)
+        return replace(step, result=ChainResult.OVERLAP_SKIPPED, send=False)
+    later = now + timedelta(seconds=recheck_s)
+    await defer(store, run, 0, later, "overlap: an earlier run is in flight", now)
+    return replace(step, result=ChainResult.BUFFERED, send=False, later=replace(run, fire_at=later))
+
+
+async def earlier_in_flight(store: CassandraStore, job_id: uuid.UUID, before: datetime) -> int:
+    """How many of the job's latest runs scheduled before `before` are not final (read from the run rows)."""
+    rows = await store.execute(EARLIER_RUNS, [job_id, _naive(before), EARLIER_RUNS_READ])
+    candidates = [row["run_id"] for row in rows if row["status"] not in FINAL]
+    if not candidates:
+        return 0
+    runs = await store.execute(RUN_STATUSES, [candidates])
+    return sum(1 for row in runs if row["status"] not in FINAL)
 
 
 async def advance_job(
@@ -76,6 +158,19 @@ async def advance_job(
 ) -> tuple[ChainResult, NewRun | None]:
     """Point the job from `current_run_id` to its next run after `after` (LWT), then write that run."""
     following = next_run_of(job, after, fired_count)
+    result = await point_job(store, job, current_run_id, following, fired_count, now)
+    return result, following if result is ChainResult.CHAINED else None
+
+
+async def point_job(
+    store: CassandraStore,
+    job: Job,
+    current_run_id: uuid.UUID,
+    following: NewRun | None,
+    fired_count: int,
+    now: datetime,
+) -> ChainResult:
+    """Point the job from `current_run_id` to `following` (LWT), then write that run."""
     next_id = following.run_id if following else None
     next_at = _naive(following.scheduled_at) if following else None
     applied, current = await store.applied(
@@ -88,11 +183,14 @@ async def advance_job(
             following is not None and current.get("next_run_id") == next_id and current.get("version") == job.version
         )
         if not already or following is None:
-            return ChainResult.STALE, None
+            return ChainResult.STALE
     if following is None:
-        return ChainResult.EXHAUSTED, None
-    await create_run(store, following, now)
-    return ChainResult.CHAINED, following
+        return ChainResult.EXHAUSTED
+    if applied:  # this fire moved the pointer, so nobody wrote the successor yet: its rows need no condition
+        await store.batch(new_run_rows(following, now), logged=False)
+    else:  # a re-fire completing an earlier chain: the run may exist and have started since
+        await create_run(store, following, now)
+    return ChainResult.CHAINED
 
 
 def _naive(at: datetime) -> datetime:

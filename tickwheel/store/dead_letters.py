@@ -23,14 +23,16 @@ async def add_dead_letter(
     last_error: str,
     attempts: list[dict[str, Any]],
     dead_at: datetime,
+    ttl_s: int,
 ) -> None:
-    """Write the dead-letter row and stamp `runs.dead_at` so the letter can be found from its run id."""
+    """Write the dead-letter row (kept `ttl_s`, the tenant's retention) and stamp `runs.dead_at` so the letter
+    can be found from its run id."""
     await store.batch(
         [
             (
                 "INSERT INTO dead_letters (tenant_id, dead_at, run_id, job_id, target_host, payload, last_error,"
-                " attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                [tenant_id, dead_at, run_id, job_id, target_host, payload, last_error, json.dumps(attempts)],
+                " attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
+                [tenant_id, dead_at, run_id, job_id, target_host, payload, last_error, json.dumps(attempts), ttl_s],
             ),
             ("UPDATE runs SET dead_at = ? WHERE run_id = ?", [dead_at, run_id]),
         ],
@@ -96,6 +98,14 @@ async def redrive_dead_letter(
         [now, letter["tenant_id"], letter["dead_at"], letter["run_id"]],
     )
     return run
+
+
+async def purge_dead_letter(store: CassandraStore, letter: Row) -> None:
+    """Delete the letter. `runs.dead_at` stays (it is when the run died); a lookup by run id then finds no row."""
+    await store.execute(
+        "DELETE FROM dead_letters WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
+        [letter["tenant_id"], letter["dead_at"], letter["run_id"]],
+    )
 
 
 def _aware(row: Row) -> Row:

@@ -11,10 +11,11 @@ import enum
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from schemas.messages import JobDefinition, decode_definition, encode
 from tickwheel.core.ids import run_id_for
-from tickwheel.model import tolerance_ms_of
+from tickwheel.model import recurs, tolerance_ms_of
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import NewRun, to_utc
@@ -71,6 +72,7 @@ def run_of(
         scheduled_at=scheduled_at,
         fire_at=fire_at or scheduled_at,
         tolerance_ms=tolerance_ms_of(job.definition),
+        recurring=recurs(job.definition),
     )
 
 
@@ -102,40 +104,68 @@ INSERT_JOB = (
     "INSERT INTO jobs (job_id, tenant_id, shard, state, version, definition, lane, labels, next_run_at, next_run_id,"
     " fired_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?)"
 )
+INSERT_KEYED_JOB = (
+    "INSERT INTO jobs (job_id, tenant_id, shard, state, version, definition, lane, labels, next_run_at, next_run_id,"
+    " fired_count, created_at, updated_at, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)"
+    " IF NOT EXISTS"
+)
 INSERT_LISTING = "INSERT INTO jobs_by_tenant (tenant_id, job_id, state, labels, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
-async def create_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
-    """Write the first run, then the job and its listing row, all at the store's (QUORUM) consistency.
+def _job_values(job: Job, now: datetime) -> list[Any]:
+    return [
+        job.job_id,
+        job.tenant_id,
+        job.shard,
+        job.state.value,
+        job.version,
+        encode(job.definition).decode(),
+        job.lane,
+        label_set(job.definition),
+        job.next_run_at,
+        job.next_run_id,
+        now,
+        now,
+    ]
 
-    The run goes first: if the job write then fails, the caller answers an error and the orphan run finds no
-    job when it fires (and is dropped), whereas an orphan job would be listed to a tenant who got no 201.
-    """
+
+def listing_row(job: Job, now: datetime) -> tuple[str, list[Any]]:
+    return INSERT_LISTING, [job.tenant_id, job.job_id, job.state.value, label_set(job.definition), now]
+
+
+async def create_keyed_job(
+    store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime, request_hash: str
+) -> Row | None:
+    """Create a job whose id was derived from an Idempotency-Key: one conditional insert of the job row (with the
+    request's hash), then, only if it applied, its first run and listing row. Returns None when created, else the
+    row that already holds the id (a replay, or the same key with another request: compare `request_hash`).
+
+    The run is written after the job here, not before: only the request that created the job may write its run,
+    since a replay's plan (an interval anchored at its own now) could name another occurrence. A failure after
+    the insert is answered 503; the client's retry with the same key finds the job and completes it
+    (`complete_keyed_job`)."""
+    applied, current = await store.applied(INSERT_KEYED_JOB, [*_job_values(job, now), request_hash])
+    if not applied:
+        return current
+    rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now)]
+    await store.batch(rows, logged=False)  # each row is safe to write again; none is visible without the job
+    return None
+
+
+async def complete_keyed_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
+    """A replay found the job but not its first run: write them as a retry of the first request would (the run
+    only if absent: it may have been claimed since)."""
     if first_run is not None:
         await runs.create_run(store, first_run, now)
-    labels = label_set(job.definition)
-    await store.batch(
-        [
-            (
-                INSERT_JOB,
-                [
-                    job.job_id,
-                    job.tenant_id,
-                    job.shard,
-                    job.state.value,
-                    job.version,
-                    encode(job.definition).decode(),
-                    job.lane,
-                    labels,
-                    job.next_run_at,
-                    job.next_run_id,
-                    now,
-                    now,
-                ],
-            ),
-            (INSERT_LISTING, [job.tenant_id, job.job_id, job.state.value, labels, now]),
-        ]
-    )
+    await store.execute(*listing_row(job, now))
+
+
+async def create_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
+    """Write a new job, its listing row and its first run in one logged batch at the store's (QUORUM)
+    consistency: all of them or none, so there is neither an orphan run nor a job listed to a tenant who got no
+    201. The job id is new (never written before), so its first run needs no condition: one write, no Paxos."""
+    rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), (INSERT_JOB, _job_values(job, now))]
+    await store.batch([*rows, listing_row(job, now)])
 
 
 async def get_job(store: CassandraStore, job_id: uuid.UUID) -> Job | None:

@@ -62,17 +62,6 @@ async def migrate(settings: CassandraSettings) -> list[int]:
         await store.close()
 
 
-async def drop_test_keyspace(settings: CassandraSettings) -> None:
-    """Drop a test run's keyspace (`tw_test_*` only): left behind, hundreds of them fill Cassandra's heap."""
-    if not settings.keyspace.startswith("tw_test_"):
-        raise ValueError(f"refusing to drop {settings.keyspace}: only test keyspaces (tw_test_*) are dropped")
-    admin = await CassandraStore.connect(settings, keyspace=False)
-    try:
-        await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {settings.keyspace}")
-    finally:
-        await admin.close()
-
-
 async def _apply_pending(store: CassandraStore) -> list[int]:
     rows = await store.execute("SELECT version FROM schema_migrations", prepared=False)
     done = {row["version"] for row in rows}

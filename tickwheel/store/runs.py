@@ -1,7 +1,10 @@
 """The run state machine on Cassandra: create, claim, finish, retry, lease expiry, heartbeat, cancel.
 
-`runs.attempt` is the fencing token. Every transition is a conditional (LWT) write on the `runs` row; the index
-rows (`runs_by_bucket`, `runs_by_job`, `run_attempts`) are written after it and are safe to write twice.
+`runs.attempt` is the fencing token. Every transition is a conditional (LWT) write on the `runs` row. The rows a
+later step needs to find the run again (its `runs_by_bucket` rows: a lease check, a retry) are written before
+the LWT, so a failure between the two leaves a harmless extra row (its claim is fenced), never a run nothing will
+look at again; the rows that describe what happened (`runs_by_job`, `run_attempts`) are written after it, so
+they never report an outcome the LWT refused. Every row is safe to write twice.
 
     SCHEDULED --claim--> RUNNING --finish--> SUCCEEDED | DEAD | RETRY --claim--> RUNNING ...
     SCHEDULED | RETRY --cancel--> CANCELLED          RUNNING --lease expired--> RETRY | DEAD (no attempt left)
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from tickwheel.core.horizon import day_of, is_far, retention_ttl_s
 from tickwheel.core.ids import minute_bucket
 from tickwheel.store.cassandra import CassandraStore, Row
 
@@ -56,6 +60,8 @@ class NewRun:
     scheduled_at: datetime
     fire_at: datetime
     tolerance_ms: int = 0
+    recurring: bool | None = None
+    """Whether the job recurs (its first fire chains the next run); None when not known (read the job)."""
     origin: str | None = None  # None: an occurrence of the schedule; 'trigger' or 'backfill': made on request
     forced: bool = False  # a triggered run that may run while its job is paused
 
@@ -75,6 +81,10 @@ def to_utc(value: datetime | None) -> datetime | None:
     return value.replace(tzinfo=UTC)
 
 
+def _naive(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(tzinfo=None)
+
+
 def _ms(at: datetime) -> datetime:
     # Cassandra timestamps hold milliseconds; truncate so what we compare is what we stored.
     return at.replace(microsecond=at.microsecond // 1000 * 1000)
@@ -82,17 +92,17 @@ def _ms(at: datetime) -> datetime:
 
 INSERT_RUN = (
     "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
-    " redrive_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?) IF NOT EXISTS"
+    " redrive_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?) IF NOT EXISTS USING TTL ?"
 )
 # Runs made on request (origin set) also store origin and forced; a run of the schedule writes no null cells.
 INSERT_RUN_WITH_ORIGIN = (
     "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
     " redrive_count, created_at, origin, forced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?, ?, ?)"
-    " IF NOT EXISTS"
+    " IF NOT EXISTS USING TTL ?"
 )
 INSERT_BUCKET = (
     "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
-    " job_version, scheduled_at, tolerance_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " job_version, scheduled_at, tolerance_ms, recurring) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPSERT_HISTORY = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
@@ -101,6 +111,10 @@ UPSERT_HISTORY = (
 UPSERT_HISTORY_WITH_ORIGIN = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at, origin)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
+)
+INSERT_FAR = (
+    "INSERT INTO runs_far (day, shard, fire_at, run_id, job_id, tenant_id, lane, job_version, scheduled_at,"
+    " tolerance_ms, recurring) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -120,6 +134,28 @@ def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -
         run.job_version,
         _ms(run.scheduled_at),
         run.tolerance_ms,
+        run.recurring,
+    ]
+
+
+def first_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
+    """The row that makes a first attempt fire: its minute bucket, or `runs_far` when it is due beyond
+    `core.horizon.FAR_AFTER` (the coordinator's mover writes the bucket row when its day comes near)."""
+    if not is_far(run.fire_at, now):
+        return bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN)
+    fire_at = _ms(run.fire_at)
+    return INSERT_FAR, [
+        _naive(day_of(fire_at)),
+        run.shard,
+        _naive(fire_at),
+        run.run_id,
+        run.job_id,
+        run.tenant_id,
+        run.lane,
+        run.job_version,
+        _naive(_ms(run.scheduled_at)),
+        run.tolerance_ms,
+        run.recurring,
     ]
 
 
@@ -130,26 +166,67 @@ def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> 
     return UPSERT_HISTORY_WITH_ORIGIN, [*params, run.origin]
 
 
+def run_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
+    """The `runs` insert (IF NOT EXISTS) of a run just made, kept until its due time plus the retention; a run
+    made on request also stores its origin and whether it is forced."""
+    params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
+    params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
+    if run.origin is None:
+        return INSERT_RUN, [*params, retention_ttl_s(run.fire_at, now)]
+    return INSERT_RUN_WITH_ORIGIN, [*params, run.origin, run.forced, retention_ttl_s(run.fire_at, now)]
+
+
+def scheduled_history_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
+    """The history's row of a run just made, kept until its due time plus the retention: written at its
+    occurrence or now, whichever is earlier, so that its claim's row (`running_history_row`) always replaces it."""
+    write_time_us = min(_us(run.scheduled_at), _us(now))
+    statement, params = history_row(run, RunStatus.SCHEDULED, 0, now)
+    return statement + " USING TTL ? AND TIMESTAMP ?", [*params, retention_ttl_s(run.fire_at, now), write_time_us]
+
+
+def running_history_row(run: NewRun, attempt: int, now: datetime) -> tuple[str, list[Any]]:
+    """The history's RUNNING row, written with the claim before its LWT (so it costs no statement of its own).
+
+    Its write time is the occurrence (or now, if earlier) plus 2 x attempt microseconds, and an outcome's is at
+    least one more (`outcome_history_row`): a claim that is then refused (a duplicate arriving after the run
+    finished) never hides the outcome, whatever the clocks, while it still replaces the SCHEDULED row written
+    when the run was made."""
+    write_time_us = min(_us(run.scheduled_at), _us(now)) + 2 * attempt
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, RunStatus.RUNNING.value, attempt, now, write_time_us]
+    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+
+
+def outcome_history_row(
+    run: NewRun, status: RunStatus, attempt: int, now: datetime, claimed_at: datetime
+) -> tuple[str, list[Any]]:
+    """The history's row for the outcome of `attempt` (claimed at `claimed_at`): written at now, and never before
+    its claim's row, whatever the clocks."""
+    claim_us = min(_us(run.scheduled_at), _us(claimed_at)) + 2 * attempt
+    write_time_us = max(_us(now), claim_us + 1)
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now, write_time_us]
+    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+
+
+def _us(at: datetime) -> int:
+    return int(_ms(at).timestamp() * 1000) * 1000
+
+
+def new_run_rows(run: NewRun, now: datetime) -> list[tuple[str, list[Any]]]:
+    """The rows of a run that cannot exist yet (the first run of a job just made): no condition needed."""
+    statement, params = run_row(run, now)
+    return [(statement.replace(" IF NOT EXISTS", ""), params), first_row(run, now), scheduled_history_row(run, now)]
+
+
 async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     """Write a run and every row it needs (QUORUM). Returns False when the run already existed.
 
     Writing the same occurrence twice is harmless: the `runs` row is only inserted if absent, and the bucket row
     is only (re)written while the run is still SCHEDULED, so a finished run is never revived.
     """
-    params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
-    params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
-    if run.origin is None:
-        applied, current = await store.applied(INSERT_RUN, params)
-    else:
-        applied, current = await store.applied(INSERT_RUN_WITH_ORIGIN, [*params, run.origin, run.forced])
+    applied, current = await store.applied(*run_row(run, now))
     if not applied and current.get("status") != RunStatus.SCHEDULED:
         return False
-    await store.batch(
-        [
-            bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
-            history_row(run, RunStatus.SCHEDULED, 0, now),
-        ]
-    )
+    await store.batch([first_row(run, now), scheduled_history_row(run, now)])
     return applied
 
 
@@ -181,39 +258,47 @@ def new_run_of(row: Row) -> NewRun:
     )
 
 
+CLAIM = (
+    "UPDATE runs SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
+    " WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY') AND attempt = ? AND job_version = ?"
+)
+
+
 async def claim(
     store: CassandraStore,
-    run_id: uuid.UUID,
+    run: NewRun,
     expected_attempt: int,
     worker: str,
     lease_until: datetime,
     now: datetime,
-    *,
-    known: Row | None = None,
 ) -> Transition:
-    """RUNNING at attempt + 1 if the run is runnable at `expected_attempt`; also schedules its lease check.
+    """RUNNING at attempt + 1 if the run is runnable at `expected_attempt` and made for `run.job_version`.
 
-    `known` is the `runs` row the caller already read; it saves reading the row again after the claim (its
-    identity columns never change, and the returned row is `known` with the claim's changes applied)."""
-    applied, current = await store.applied(
-        "UPDATE runs SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
-        " WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY') AND attempt = ?",
-        [expected_attempt + 1, _ms(lease_until), worker, now, run_id, expected_attempt],
+    Its lease check row (and its RUNNING history row, see `running_history_row`) are written first: if the claim
+    applies and the worker dies, that row finds the run. When the claim does not apply, `current` holds the
+    run's status, attempt and job_version (absent: no such run)."""
+    await store.batch(
+        [
+            bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
+            running_history_row(run, expected_attempt + 1, now),
+        ],
+        logged=False,
     )
-    if applied:
-        claimed = {"status": RunStatus.RUNNING.value, "attempt": expected_attempt + 1, "lease_until": lease_until}
-        row = {**known, **claimed, "worker": worker, "started_at": now} if known else await get_run(store, run_id)
-        assert row is not None
-        run = new_run_of(row)
-        await store.batch(
-            [
-                bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
-                history_row(run, RunStatus.RUNNING, expected_attempt + 1, now),
-            ],
-            logged=False,
-        )
-        return Transition(True, row)
-    return Transition(False, current)
+    applied, current = await store.applied(
+        CLAIM,
+        [expected_attempt + 1, _ms(lease_until), worker, now, run.run_id, expected_attempt, run.job_version],
+    )
+    return Transition(applied, current)
+
+
+async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
+    """Whether `attempt` still holds the run past its lease: what a lease check row must find to be worth a
+    worker's time (most runs finish inside their lease, and their lease check ends here)."""
+    rows = await store.execute("SELECT status, attempt, lease_until FROM runs WHERE run_id = ?", [run_id])
+    if not rows or rows[0]["status"] != RunStatus.RUNNING or rows[0]["attempt"] != attempt:
+        return False
+    lease_until = to_utc(rows[0]["lease_until"])
+    return lease_until is None or lease_until <= now
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,36 +321,41 @@ async def finish(
     started_at: datetime,
     now: datetime,
 ) -> bool:
-    """Record the outcome of `attempt`, only if that attempt still holds the run (a stale worker is refused)."""
+    """Record the outcome of `attempt`, only if that attempt still holds the run (a stale worker is refused).
+
+    A refusal that finds the run already at this outcome and attempt is this attempt's own earlier write whose
+    reply (or whose description rows) was lost: the description rows are written and the outcome counts."""
     due_at = _ms(result.retry_at) if result.retry_at else None
-    applied, _ = await store.applied(
+    if result.status is RunStatus.RETRY and result.retry_at is not None:
+        await store.execute(*bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
+    applied, current = await store.applied(
         "UPDATE runs SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?, lease_until = null"
         " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
         [result.status.value, now, result.response_code, result.error, due_at, run.run_id, attempt],
     )
-    if not applied:
+    if not applied and (current.get("status"), current.get("attempt")) != (result.status.value, attempt):
         return False
-    rows = [
-        history_row(run, result.status, attempt, now),
-        (
-            "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
-            " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)",
-            [
-                run.run_id,
-                attempt,
-                worker,
-                started_at,
-                now,
-                result.status.value,
-                result.response_code,
-                result.error,
-                result.response_excerpt,
-            ],
-        ),
-    ]
-    if result.status is RunStatus.RETRY and result.retry_at is not None:
-        rows.append(bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
-    await store.batch(rows)
+    await store.batch(
+        [
+            outcome_history_row(run, result.status, attempt, now, started_at),
+            (
+                "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
+                " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)",
+                [
+                    run.run_id,
+                    attempt,
+                    worker,
+                    started_at,
+                    now,
+                    result.status.value,
+                    result.response_code,
+                    result.error,
+                    result.response_excerpt,
+                ],
+            ),
+        ],
+        logged=False,  # two descriptions of one outcome, both safe to write again: no atomicity needed
+    )
     return True
 
 
@@ -275,38 +365,41 @@ async def expire_lease(
     """A lease check fired: if `attempt` still runs and its lease has passed, the run times out into RETRY at
     `retry_at`, or into DEAD when `retry_at` is None (the retry policy has no attempt left)."""
     status = RunStatus.RETRY if retry_at is not None else RunStatus.DEAD
+    if retry_at is not None:
+        await store.execute(*bucket_row(run, fire_at=retry_at, attempt=attempt, kind=RunKind.RUN))
     applied, _ = await store.applied(
         "UPDATE runs SET status = ?, due_at = ?, last_error = 'lease expired', lease_until = null, finished_at = ?"
         " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until <= ?",
         [status.value, _ms(retry_at) if retry_at else None, now, run.run_id, attempt, now],
     )
     if applied:
-        rows = [
-            history_row(run, status, attempt, now),
-            (
-                "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
-                " VALUES (?, ?, now(), 'lease_expired', ?, ?, 'lease expired')",
-                [run.run_id, attempt, now, status.value],
-            ),
-        ]
-        if retry_at is not None:
-            rows.append(bucket_row(run, fire_at=retry_at, attempt=attempt, kind=RunKind.RUN))
-        await store.batch(rows)
+        await store.batch(
+            [
+                history_row(run, status, attempt, now),  # a lease after the claim: later than its row
+                (
+                    "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
+                    " VALUES (?, ?, now(), 'lease_expired', ?, ?, 'lease expired')",
+                    [run.run_id, attempt, now, status.value],
+                ),
+            ],
+            logged=False,
+        )
     return applied
 
 
 async def extend_lease(store: CassandraStore, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
-    """Heartbeat: move lease_until if `attempt` (the fencing token) still holds the run."""
+    """Heartbeat: move lease_until if `attempt` (the fencing token) still holds the run (its lease check row at the
+    new instant is written first)."""
+    row = await get_run(store, run_id)
+    if row is None:
+        return Transition(False, {})
+    await store.execute(*bucket_row(new_run_of(row), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
         "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
         [_ms(lease_until), run_id, attempt],
     )
     if applied:
-        row = await get_run(store, run_id)
-        assert row is not None
-        kind_row = bucket_row(new_run_of(row), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK)
-        await store.execute(*kind_row)
-        return Transition(True, row)
+        return Transition(True, {**row, "lease_until": lease_until})
     return Transition(False, current)
 
 
@@ -344,7 +437,7 @@ async def retarget(store: CassandraStore, run: NewRun, now: datetime) -> bool:
         [run.job_version, run.lane, run.run_id],
     )
     if applied:
-        await store.execute(*bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN))
+        await store.execute(*first_row(run, now))
     return applied
 
 
@@ -353,6 +446,7 @@ async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: date
     made for `run.job_version` (the job's current version, so a job edited since still runs it)."""
     row = await get_run(store, run.run_id)
     redrives = int((row or {}).get("redrive_count") or 0) + 1
+    await store.execute(*bucket_row(run, fire_at=due_at, attempt=attempt, kind=RunKind.RUN))
     applied, _ = await store.applied(
         "UPDATE runs SET status = 'RETRY', due_at = ?, dead_at = null, redrive_count = ?, job_version = ?"
         " WHERE run_id = ? IF status = 'DEAD' AND attempt = ?",
@@ -361,7 +455,6 @@ async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: date
     if applied:
         await store.batch(
             [
-                bucket_row(run, fire_at=due_at, attempt=attempt, kind=RunKind.RUN),
                 history_row(run, RunStatus.RETRY, attempt, now),
                 (
                     "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome)"
@@ -381,10 +474,5 @@ async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
         [run.job_version, run.lane, _ms(run.fire_at), run.run_id],
     )
     if applied:
-        await store.batch(
-            [
-                bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN),
-                history_row(run, RunStatus.SCHEDULED, 0, now),
-            ]
-        )
+        await store.batch([first_row(run, now), scheduled_history_row(run, now)])
     return applied

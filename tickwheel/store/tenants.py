@@ -33,6 +33,26 @@ class Tenant:
     requests_per_s: int | None = None
     min_interval_s: int | None = None
     kafka_topic_prefix: str | None = None  # None: default_topic_prefix(tenant_id)
+    retention_days: int | None = None
+    weight: int | None = None
+    notify_url: str | None = None
+    notify_events: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, slots=True)
+class TenantChange:
+    """Operator overrides of a tenant's defaults; a field left None is not changed, `clear` names the overrides
+    to remove (back to the settings' default)."""
+
+    retention_days: int | None = None
+    weight: int | None = None
+    max_jobs: int | None = None
+    notify_url: str | None = None
+    notify_events: frozenset[str] | None = None
+    clear: frozenset[str] = frozenset()
+
+
+TENANT_OVERRIDES = ("retention_days", "weight", "max_jobs", "notify_url", "notify_events")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +67,11 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def key_id_of(key_hash: str) -> str:
+    """A key's public id: the head of its hash (shown in listings and the audit log; it reveals nothing)."""
+    return key_hash[:12]
+
+
 def _tenant_of(row: Row) -> Tenant:
     return Tenant(
         tenant_id=row["tenant_id"],
@@ -57,6 +82,10 @@ def _tenant_of(row: Row) -> Tenant:
         requests_per_s=row["requests_per_s"],
         min_interval_s=row["min_interval_s"],
         kafka_topic_prefix=row.get("kafka_topic_prefix"),
+        retention_days=row.get("retention_days"),
+        weight=row.get("weight"),
+        notify_url=row.get("notify_url"),
+        notify_events=frozenset(row.get("notify_events") or ()),
     )
 
 
@@ -98,11 +127,31 @@ async def list_tenants(store: CassandraStore) -> list[Tenant]:
     return sorted((_tenant_of(row) for row in rows), key=lambda t: t.name)
 
 
+async def change_tenant(store: CassandraStore, tenant_id: str, change: TenantChange) -> Tenant:
+    """Apply an operator's overrides (one write of the columns named) and return the tenant as it now is."""
+    assignments: list[str] = []
+    params: list[object] = []
+    for name in TENANT_OVERRIDES:
+        value = getattr(change, name)
+        if name in change.clear:
+            assignments.append(f"{name} = null")
+        elif value is not None:
+            assignments.append(f"{name} = ?")
+            params.append(set(value) if isinstance(value, frozenset) else value)
+    if await get_tenant(store, tenant_id) is None:
+        raise NotFound(f"no tenant {tenant_id!r}")
+    if assignments:
+        await store.execute(f"UPDATE tenants SET {', '.join(assignments)} WHERE tenant_id = ?", [*params, tenant_id])
+    tenant = await get_tenant(store, tenant_id)
+    assert tenant is not None
+    return tenant
+
+
 async def create_key(store: CassandraStore, tenant_id: str, now: datetime) -> tuple[ApiKey, str]:
     """A new API key for the tenant; the key itself is returned here and never again."""
     key = KEY_PREFIX + secrets.token_urlsafe(32)
     key_hash = hash_key(key)
-    key_id = key_hash[:12]
+    key_id = key_id_of(key_hash)
     await store.batch(
         [
             (

@@ -70,7 +70,7 @@ def _documented(path: str, method: str, status: int) -> bool:
 async def make_client(
     settings: Settings, store: CassandraStore, producer: KafkaProducer, redis: RedisClient
 ) -> AsyncIterator[Callable[..., Awaitable[TestClient]]]:
-    """make_client(clock=..., **api_settings) -> a TestClient on a fresh app; responses are recorded."""
+    """make_client(clock=..., store_=..., **api_settings) -> a TestClient on a fresh app; responses are recorded."""
     seen: list[tuple[str, str, int]] = []
     clients: list[TestClient] = []
 
@@ -82,9 +82,9 @@ async def make_client(
             seen.append((resource.canonical, request.method, response.status))
         return response
 
-    async def make(clock: Callable[[], datetime] | None = None, **api: Any) -> TestClient:
+    async def make(clock: Callable[[], datetime] | None = None, store_: Any = None, **api: Any) -> TestClient:
         kwargs = {"clock": clock} if clock else {}
-        app = make_app(api_settings(settings, **api), store, producer, redis, **kwargs)
+        app = make_app(api_settings(settings, **api), store_ or store, producer, redis, **kwargs)
         app.middlewares.insert(0, record)
         client = TestClient(TestServer(app))
         await client.start_server()

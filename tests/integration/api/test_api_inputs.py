@@ -29,6 +29,8 @@ async def problem_of(response: Any, status: int) -> dict[str, Any]:
         (cron_job(schedule={"type": "cron", "expr": "61 * * * *", "tz": "UTC"}), "schedule.expr"),
         (cron_job(schedule={"type": "cron", "expr": "0 9 * * *", "tz": "Mars/Olympus"}), "schedule.tz"),
         (cron_job(schedule={"type": "cron", "expr": "* * * * * *", "tz": "UTC"}), "schedule.expr"),
+        (cron_job(schedule={"type": "cron", "expr": "² * * * *", "tz": "UTC"}), "schedule.expr"),
+        (cron_job(schedule={"type": "cron", "expr": "0 0 " + "1," * 5000 + "1 * *", "tz": "UTC"}), "schedule.expr"),
         (cron_job(schedule={"type": "interval", "everyS": 5}), "schedule.everyS"),
         (cron_job(schedule={"type": "once", "runAt": "tomorrow"}), "schedule.runAt"),
         (cron_job(schedule={"type": "once", "runAt": "2030-01-01T09:00:00"}), "schedule.runAt"),

@@ -123,12 +123,12 @@ async def test_runs_and_dead_letters_listed_shown_and_redriven(
     job = (await tickwheel("jobs", "create", "--every", "1h", "--url", "https://example.com/x", "-o", "json")).json()
     now = datetime.now(UTC)
     run_id = uuid.UUID(job["next_run_id"])
-    claimed = await runs.claim(store, run_id, 0, "w1", now + timedelta(seconds=60), now)
-    run = runs.new_run_of(claimed.current)
+    run = runs.new_run_of(await runs.get_run(store, run_id) or {})
+    assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)).applied
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 500"), "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run_id, job_id=run.job_id, target_host="example.com",
-        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now,
+        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now, ttl_s=86400,
     )  # fmt: skip
     history = (await tickwheel("runs", "list", job["id"], "-o", "json")).json()
     assert [(r["id"], r["status"]) for r in history] == [(str(run_id), "DEAD")]

@@ -28,12 +28,17 @@ from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.dead_letters import add_dead_letter
 from tickwheel_client import (
     AsyncClient,
+    Change,
+    ChangeAction,
     Client,
     Conflict,
+    DiffOp,
     HttpTarget,
     InvalidInput,
     JobState,
     NotFound,
+    Notify,
+    NotifyEvent,
     PreconditionFailed,
     Priority,
     Retries,
@@ -122,7 +127,8 @@ async def test_runs_heartbeats_and_dead_letters_through_the_async_client(
     job = await tw.create_job(**cron())
     assert job.next_run_id is not None
     now = datetime.now(UTC)
-    claimed = await runs.claim(store, job.next_run_id, 0, "w1", now + timedelta(seconds=60), now)
+    run = runs.new_run_of(await runs.get_run(store, job.next_run_id) or {})
+    claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)
     assert claimed.applied
     [summary] = [r async for r in tw.list_runs(job.id)]
     assert (summary.id, summary.status) == (job.next_run_id, RunStatus.RUNNING)
@@ -131,11 +137,10 @@ async def test_runs_heartbeats_and_dead_letters_through_the_async_client(
     with pytest.raises(Conflict) as held:
         await tw.heartbeat(job.next_run_id, 2)
     assert held.value.field == "attempt"
-    run = runs.new_run_of(claimed.current)
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 500"), "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
-        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now,
+        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now, ttl_s=86400,
     )  # fmt: skip
     [letter] = [d async for d in tw.list_dead_letters(job_id=job.id, since=now - timedelta(minutes=1))]
     assert (letter.run_id, letter.target_host, letter.redriven_at) == (run.run_id, "example.com", None)
@@ -150,6 +155,29 @@ async def test_runs_heartbeats_and_dead_letters_through_the_async_client(
         await tw.redrive(run.run_id)
     bulk = await tw.redrive_many(job_id=job.id)
     assert (bulk.matched, bulk.redriven) == (0, 0)
+
+
+async def test_history_notifications_and_purges_through_the_async_client(
+    tw: AsyncClient, alice: Caller, store: CassandraStore
+) -> None:
+    route = Notify(url="https://hooks.example/tw", events=[NotifyEvent.FAILED, NotifyEvent.RECOVERED])
+    job = await tw.create_job(**cron(notify=route))
+    assert job.notify == route
+    await tw.pause_job(job.id)
+    changes = [c async for c in tw.list_history(job.id, page_size=1)]
+    assert [(c.action, c.version) for c in changes] == [(ChangeAction.PAUSE, 2), (ChangeAction.CREATE, 1)]
+    assert changes[0].diff == [Change(op=DiffOp.REPLACE, path="/state", old="ACTIVE", value="PAUSED")]
+    now = datetime.now(UTC)
+    for host in ("a.example", "b.example"):
+        await add_dead_letter(
+            store, tenant_id=alice.tenant_id, run_id=uuid.uuid4(), job_id=job.id, target_host=host,
+            payload=b"{}", last_error="HTTP 410", attempts=[], dead_at=now, ttl_s=86400,
+        )  # fmt: skip
+    dry = await tw.purge_many(target_host="a.example", dry_run=True)
+    assert (dry.dry_run, dry.matched, dry.purged) == (True, 1, None)
+    done = await tw.purge_many(target_host="a.example")
+    assert (done.matched, done.purged) == (1, 1)
+    assert [d.target_host async for d in tw.list_dead_letters(job_id=job.id)] == ["b.example"]
 
 
 async def test_errors_arrive_typed_with_the_problems_field(tw: AsyncClient, alice: Caller) -> None:

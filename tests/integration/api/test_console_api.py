@@ -171,7 +171,7 @@ async def test_forecast_sweeper_and_dead_letter_rates_read_the_store(
     for ago_s in (60, 120, 7200):
         await add_dead_letter(store, tenant_id=tenant.tenant_id, run_id=uuid.uuid4(), job_id=uuid.uuid4(),
                               target_host="example.com", payload=b"", last_error="500", attempts=[],
-                              dead_at=now - timedelta(seconds=ago_s))  # fmt: skip
+                              dead_at=now - timedelta(seconds=ago_s), ttl_s=86400)  # fmt: skip
 
     forecast = await (await client.get("/v1/operator/forecast?minutes=3", headers=operator_headers())).json()
     sweeper = await (await client.get("/v1/operator/sweeper", headers=operator_headers())).json()

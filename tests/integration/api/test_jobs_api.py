@@ -245,7 +245,8 @@ async def test_get_reports_the_last_run_once_its_time_has_come(alice: Caller, st
     job = await (await alice.call("POST", "/v1/jobs", json=once_job(run_at))).json()
     assert "last_run" not in await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
     now = datetime.now(UTC)
-    claimed = await runs.claim(store, uuid.UUID(job["next_run_id"]), 0, "w1", now + timedelta(seconds=30), now)
+    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=30), now)
     assert claimed.applied
     shown = await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
     assert {k: shown["last_run"][k] for k in ("id", "status", "attempt")} == {
@@ -256,15 +257,25 @@ async def test_get_reports_the_last_run_once_its_time_has_come(alice: Caller, st
 
 
 async def test_a_once_job_whose_run_finished_has_no_next_run(alice: Caller, store: CassandraStore):
-    run_at = datetime.now(UTC) + timedelta(hours=1)
+    run_at = datetime.now(UTC) - timedelta(seconds=5)
     job = await (await alice.call("POST", "/v1/jobs", json=once_job(run_at))).json()
     assert job["next_run_at"] is not None
-    # What the worker records on the job when the run finishes (its best-effort last-run summary).
-    await store.execute(
-        "UPDATE jobs SET last_run_id = ?, last_run_status = 'SUCCEEDED' WHERE job_id = ?",
-        [uuid.UUID(job["next_run_id"]), uuid.UUID(job["id"])],
-    )
+    # The run is claimed and its outcome recorded, as the worker does.
+    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    now = datetime.now(UTC)
+    assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=30), now)).applied
+    assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.SUCCEEDED), "w1", now, now)
     shown = await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
     listed = await (await alice.call("GET", "/v1/jobs")).json()
     assert shown["next_run_at"] is None
     assert [j["next_run_at"] for j in listed["items"] if j["id"] == job["id"]] == [None]
+
+
+async def test_catch_up_skip_and_overlap_buffer_one_are_accepted_and_kept(alice: Caller):
+    schedule = {"type": "cron", "expr": "*/5 * * * *", "tz": "UTC", "catchUp": "skip", "overlap": "buffer_one"}
+    response = await alice.call("POST", "/v1/jobs", json=cron_job(schedule=schedule))
+    assert response.status == 201, await response.text()
+    job = await response.json()
+    assert job["schedule"]["catchUp"] == "skip" and job["schedule"]["overlap"] == "buffer_one"
+    refused = await alice.call("POST", "/v1/jobs", json=cron_job(schedule={**schedule, "overlap": "queue_all"}))
+    assert refused.status == 422

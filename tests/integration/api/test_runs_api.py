@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from tests.integration.api.api_bodies import cron_job
+from tests.integration.api.api_bodies import cron_job, once_job
 from tests.integration.api.conftest import Caller
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
@@ -15,9 +15,10 @@ from tickwheel.store.dead_letters import add_dead_letter
 async def running_run(alice: Caller, store: CassandraStore) -> tuple[dict, runs.NewRun]:
     job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
     now = datetime.now(UTC)
-    claimed = await runs.claim(store, uuid.UUID(job["next_run_id"]), 0, "w1", now + timedelta(seconds=60), now)
+    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)
     assert claimed.applied
-    return job, runs.new_run_of(claimed.current)
+    return job, run
 
 
 async def test_a_run_shows_its_attempts_and_heartbeats_extend_only_the_holding_attempt(
@@ -46,7 +47,7 @@ async def test_dead_letters_list_filter_and_redrive_a_new_attempt_of_the_same_ru
     assert await runs.finish(store, run, 1, result, "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
-        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now,
+        payload=b"{}", last_error="HTTP 500", attempts=[{"attempt": 1, "code": 500}], dead_at=now, ttl_s=86400,
     )  # fmt: skip
     letters = await (await alice.call("GET", "/v1/dead-letters?target_host=example.com")).json()
     assert [d["run_id"] for d in letters["items"]] == [str(run.run_id)]
@@ -73,7 +74,7 @@ async def test_redrive_runs_for_the_current_job_version_and_refuses_a_paused_job
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 404"), "w1", now, now)
     await add_dead_letter(
         store, tenant_id=alice.tenant_id, run_id=run.run_id, job_id=run.job_id, target_host="example.com",
-        payload=b"{}", last_error="HTTP 404", attempts=[], dead_at=now,
+        payload=b"{}", last_error="HTTP 404", attempts=[], dead_at=now, ttl_s=86400,
     )  # fmt: skip
     path = f"/v1/jobs/{job['id']}"
     assert (await alice.call("PATCH", path, json={"state": "PAUSED"}, headers={"If-Match": "1"})).status == 200
@@ -85,3 +86,20 @@ async def test_redrive_runs_for_the_current_job_version_and_refuses_a_paused_job
     assert bulk["run_ids"] == [str(run.run_id)]
     row = await runs.get_run(store, run.run_id)
     assert row is not None and row["status"] == "RETRY" and row["job_version"] == 3
+
+
+async def test_a_claim_refused_after_the_outcome_never_hides_it_in_the_history(
+    alice: Caller, store: CassandraStore
+) -> None:
+    body = once_job(datetime.now(UTC) - timedelta(seconds=5))  # made after its occurrence, claimed after it
+    job = await (await alice.call("POST", "/v1/jobs", json=body)).json()
+    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    now = datetime.now(UTC)
+    assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)).applied
+    listed = await (await alice.call("GET", f"/v1/jobs/{job['id']}/runs")).json()
+    assert [(r["status"], r["attempt"]) for r in listed["items"]] == [("RUNNING", 1)]
+    assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.SUCCEEDED), "w1", now, datetime.now(UTC))
+    late = datetime.now(UTC) + timedelta(seconds=1)  # a duplicate fire, claimed after the outcome: refused
+    assert not (await runs.claim(store, run, 0, "w2", late + timedelta(seconds=60), late)).applied
+    listed = await (await alice.call("GET", f"/v1/jobs/{job['id']}/runs")).json()
+    assert [(r["status"], r["attempt"]) for r in listed["items"]] == [("SUCCEEDED", 1)]

@@ -42,6 +42,37 @@ async def test_rotating_the_signing_secret_keeps_the_previous_one(settings: Sett
     assert lines[-2:] == [f"current\t{after[0]}", f"previous\t{before[0]}"]
 
 
+async def test_set_writes_a_tenants_overrides_and_clear_removes_one(settings: Settings, store: CassandraStore) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    await tickwheel(settings, "tenants", "create", name)
+    lines = await tickwheel(
+        settings, "tenants", "set", name, "--retention-days", "90", "--weight", "4", "--max-jobs", "50",
+        "--notify-url", "https://ops.example/tw", "--notify-events", "dead,missed",
+    )  # fmt: skip
+    tenant = await tenants.tenant_by_name(store, name)
+    assert (tenant.retention_days, tenant.weight, tenant.max_jobs) == (90, 4, 50)
+    assert tenant.notify_url == "https://ops.example/tw" and tenant.notify_events == {"dead", "missed"}
+    assert "retention_days\t90" in lines and "notify_events\tdead,missed" in lines
+    await tickwheel(settings, "tenants", "set", name, "--clear", "weight", "--clear", "notify_url")
+    tenant = await tenants.tenant_by_name(store, name)
+    assert tenant.weight is None and tenant.notify_url is None and tenant.retention_days == 90
+
+
+async def test_set_refuses_a_bad_value_naming_the_option_and_writes_nothing(
+    settings: Settings, store: CassandraStore
+) -> None:
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    await tickwheel(settings, "tenants", "create", name)
+    env = {**os.environ, "TICKWHEEL_CASSANDRA_KEYSPACE": settings.cassandra.keyspace}
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tickwheel.cli", "tenants", "set", name, "--max-jobs", "5", "--weight", "0",
+        env=env, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    _, err = await proc.communicate()
+    assert proc.returncode == 2 and b"--weight" in err
+    assert (await tenants.tenant_by_name(store, name)).max_jobs is None
+
+
 async def test_revoking_a_key_marks_it_for_every_api_process(settings: Settings, store: CassandraStore) -> None:
     from api.auth import key_id_of, revoked_mark
     from tickwheel.flow.redis import RedisClient

@@ -179,8 +179,16 @@ async def write_interval_job(
     store: CassandraStore, first_at: datetime, every_s: int, *, lane: str = "default", max_runs: int | None = None
 ) -> tuple[uuid.UUID, NewRun]:
     """An ACTIVE interval job anchored at `first_at` (version 1) and its first run, as the API writes them."""
-    job_id = uuid.uuid4()
     schedule = ScheduleDoc(type="interval", every_s=every_s, start_at=first_at.isoformat(), max_runs=max_runs)
+    run = await write_job(store, schedule, first_at, lane=lane)
+    return run.job_id, run
+
+
+async def write_job(
+    store: CassandraStore, schedule: ScheduleDoc, first_at: datetime, *, lane: str = "default"
+) -> NewRun:
+    """An ACTIVE job with `schedule` (version 1) and its first run at `first_at`, as the API writes them."""
+    job_id = uuid.uuid4()
     definition = JobDefinition(schedule=schedule, target=HttpTarget(url="https://example.test/hook"), priority=lane)  # type: ignore[arg-type]
     run = new_run(job_id, first_at, lane=lane)
     now = datetime.now(UTC)
@@ -189,4 +197,4 @@ async def write_interval_job(
         [job_id, "t", run.shard, encode(definition).decode(), lane, run.run_id, first_at, now, now],
     )
     await write_run(store, run)
-    return job_id, run
+    return run

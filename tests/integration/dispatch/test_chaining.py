@@ -13,7 +13,10 @@ from tests.integration.dispatch.conftest import (
     write_interval_job,
     write_run,
 )
+from tickwheel import metrics
+from tickwheel.store import buckets, runs
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.chain import ChainResult, chain
 
 
 async def test_an_interval_chain_continues_across_several_occurrences(
@@ -87,3 +90,22 @@ async def test_an_edit_that_keeps_the_occurrence_keeps_the_chain(
     await lanes.wait_for(lambda: len({r.run_id for r in lanes.runs({edited})}) >= 3, timeout_s=20)
     [job] = await store.execute("SELECT fired_count, version FROM jobs WHERE job_id = ?", [edited])
     assert job["fired_count"] >= 3 and job["version"] == 2
+
+
+async def test_a_chained_fire_costs_one_conditional_write_and_a_refire_rewrites_nothing(store: CassandraStore) -> None:
+    first = (datetime.now(UTC) + timedelta(minutes=5)).replace(microsecond=0)
+    _, run = await write_interval_job(store, first, every_s=60)
+    due = buckets.due_run_for(run)
+    lwts = metrics.cql_statements.labels("lwt")
+    before = lwts._value.get()
+    step = await chain(store, due, datetime.now(UTC))
+    following = step.following
+    assert step.result is ChainResult.CHAINED and following is not None
+    assert lwts._value.get() - before == 1  # the job's pointer; the new run's rows need no condition
+    row = await runs.get_run(store, following.run_id)
+    assert row is not None and row["status"] == "SCHEDULED"
+    await store.execute("UPDATE runs SET status = 'SUCCEEDED', attempt = 1 WHERE run_id = ?", [following.run_id])
+    again = await chain(store, due, datetime.now(UTC))  # a re-fire of the same row
+    assert again.result is ChainResult.CHAINED
+    row = await runs.get_run(store, following.run_id)
+    assert row is not None and row["status"] == "SUCCEEDED"  # never revived by the re-fire

@@ -10,12 +10,13 @@ from datetime import UTC, datetime, timedelta
 import coordinator.main as coordinator_main
 from coordinator.forecast import forecast
 from coordinator.sweeper import Repair, Sweeper
-from tests.integration.dispatch.conftest import SHARDS, new_run, wait_until, write_interval_job, write_run
+from tests.integration.dispatch.conftest import SHARDS, new_run, wait_until, write_interval_job
 from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.runs import create_run
 
 
 async def test_a_stale_epoch_cannot_move_a_checkpoint_back(store: CassandraStore, dsettings: Settings) -> None:
@@ -101,11 +102,12 @@ async def test_the_sweeper_logs_every_repair_with_the_job_id(
 async def test_the_forecast_counts_the_runs_due_in_each_coming_minute(
     store: CassandraStore, dsettings: Settings
 ) -> None:
-    # A far-future hour keeps other tests' runs out of the counted minutes.
+    # A far-future hour keeps other tests' runs out of the counted minutes; the runs are written as at that hour
+    # (written today they would wait in runs_far until the mover brings them near).
     base = datetime(2031, 1, 1, 0, 0, tzinfo=UTC)
     for minute, count in ((0, 3), (2, 5)):
         for i in range(count):
-            await write_run(store, new_run(uuid.uuid4(), base + timedelta(minutes=minute, seconds=i)))
+            await create_run(store, new_run(uuid.uuid4(), base + timedelta(minutes=minute, seconds=i)), base)
     s = dataclasses.replace(dsettings, shards=SHARDS)
     assert await forecast(store, base + timedelta(seconds=30), 4, s.shards) == [3, 0, 5, 0]
     assert metrics.forecast_due.labels(minutes_ahead="2")._value.get() == 5

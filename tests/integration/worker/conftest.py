@@ -21,6 +21,7 @@ from schemas.messages import (
     JobDefinition,
     KafkaTarget,
     Lane,
+    NotifyDoc,
     RetryDoc,
     ScheduleDoc,
     encode,
@@ -114,6 +115,7 @@ class Scene:
         state: str = "ACTIVE",
         at: datetime | None = None,
         lane: Lane = "default",
+        notify: NotifyDoc | None = None,
         **definition_fields: Any,
     ) -> NewRun:
         """Write an ACTIVE job and its run due `at` (default now); the firer will fire it. `definition_fields` are
@@ -127,6 +129,7 @@ class Scene:
             retry_policy=retry,
             alert_url=alert_url,
             priority=lane,
+            notify=notify,
             **definition_fields,
         )
         shard = shard_of(job_id, self.settings.shards)

@@ -7,6 +7,7 @@ import asyncio
 import dataclasses
 import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -14,10 +15,11 @@ from schemas.messages import HttpTarget, KafkaTarget, RetryDoc, encode, topic_na
 from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, ensure_topics
 from tickwheel.egress import EgressPolicy, EgressResolver
-from tickwheel.errors import EgressRefused
+from tickwheel.errors import EgressRefused, Unavailable
 from tickwheel.flow.limits import Caps, FlowLimits, Permit
 from tickwheel.flow.redis import RedisClient
 from tickwheel.store import runs
+from tickwheel.store.cassandra import CassandraStore
 from worker.main import Worker
 
 ONE_TRY = RetryDoc(max_attempts=1)
@@ -102,7 +104,7 @@ async def test_a_kafka_target_receives_the_payload_with_the_run_id_and_foreign_t
 async def test_an_expired_lease_retries_the_run_with_the_same_webhook_id(scene: Scene) -> None:
     run = await scene.job(HttpTarget(url=scene.sink.url("/after-lease")), at=now_utc() + timedelta(minutes=5))
     # A worker that claimed the run and vanished: RUNNING at attempt 1 with a lease of one second.
-    claimed = await runs.claim(scene.store, run.run_id, 0, "ghost", now_utc() + timedelta(seconds=1), now_utc())
+    claimed = await runs.claim(scene.store, run, 0, "ghost", now_utc() + timedelta(seconds=1), now_utc())
     assert claimed.applied
     await scene.worker()
     [call] = await scene.sink.wait_for("/after-lease", 1, timeout_s=15)
@@ -187,6 +189,52 @@ async def test_urgent_runs_do_not_wait_behind_a_full_default_lane(scene: Scene) 
     for run in (blocker, queued):
         await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
     assert call.header("webhook-id") == str(urgent.run_id)
+
+
+class BatchFailsOnceAfterAnLwt:
+    """The worker's store, except that the first batch written after a conditional write applied fails (as a
+    timeout between the LWT and its index rows would), once."""
+
+    def __init__(self, store: CassandraStore) -> None:
+        self._store = store
+        self._armed = False
+        self.failed = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    async def applied(self, cql: str, params: Any = ()) -> tuple[bool, dict[str, Any]]:
+        applied, current = await self._store.applied(cql, params)
+        self._armed = self._armed or (applied and not self.failed)
+        return applied, current
+
+    async def batch(self, statements: Any, *, logged: bool = True) -> None:
+        if self._armed and not self.failed:
+            self.failed += 1
+            raise Unavailable("batch timed out (injected)")
+        await self._store.batch(statements, logged=logged)
+
+
+@pytest.mark.parametrize("status", [200, 503])
+async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_once(scene: Scene, status: int) -> None:
+    worker = await scene.worker()
+    assert worker.handler is not None
+    flaky = BatchFailsOnceAfterAnLwt(worker.handler.store)
+    worker.handler.store = flaky  # type: ignore[assignment]
+    run = await scene.job(HttpTarget(url=scene.sink.url("/flaky", status=status)))
+    if status == 200:
+        row = await scene.wait_status(run.run_id, "SUCCEEDED")
+        assert len(scene.sink.calls_to("/flaky")) == 1
+    else:  # retried (FAST_RETRY: 3 attempts): each attempt called once, whatever batch failed
+        row = await scene.wait_status(run.run_id, "DEAD", timeout_s=30)
+        assert [c.header("X-Tickwheel-Attempt") for c in scene.sink.calls_to("/flaky")] == ["1", "2", "3"]
+    assert flaky.failed == 1
+    # The attempt whose description rows failed writes them again when it retries its outcome.
+    calls = await eventually(
+        lambda: runs.get_attempts(scene.store, run.run_id),
+        lambda rows: [a["attempt"] for a in rows if a["kind"] == "call"] == list(range(1, row["attempt"] + 1)),
+    )
+    assert len(calls) == row["attempt"]
 
 
 async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: Scene) -> None:

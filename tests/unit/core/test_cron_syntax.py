@@ -100,3 +100,55 @@ def test_bad_expressions_name_the_field_and_say_why(expr: str, fragment: str) ->
 def test_a_never_matching_search_is_bounded() -> None:
     parsed = parse_cron("0 0 * 2 1#5")
     assert parsed.next_match(datetime(9990, 1, 1)) is None
+
+
+@pytest.mark.parametrize(
+    ("expr", "start", "expected_days"),
+    [
+        ("0 0 */2 * *", datetime(2025, 1, 1), [1, 3, 5, 7, 9, 11]),  # Vixie: both `*`-led -> AND -> odd days
+        ("0 0 */2 * *", datetime(2025, 1, 30), [31, 1, 3]),  # Jan 31, then Feb 1 (the step restarts each month)
+        ("0 0 2-31/2 * *", datetime(2025, 1, 1), [2, 4, 6]),
+        ("0 0 */10 * *", datetime(2025, 4, 1), [1, 11, 21, 1]),  # Apr 31 does not exist: May 1 next
+        ("0 0 * * */3", datetime(2025, 6, 1), [1, 4, 7, 8, 11, 14]),  # Sun, Wed, Sat (1 June 2025 is a Sunday)
+        ("0 0 */2 * */3", datetime(2025, 6, 1), [1, 7, 11, 15, 21]),  # both `*`-led: odd AND Sun/Wed/Sat
+        ("0 0 ? * */2", datetime(2025, 6, 1), [1, 3, 5, 7, 8, 10]),  # `?` is `*`: Sun, Tue, Thu, Sat
+        ("0 0 1/2 * 1", datetime(2025, 9, 1), [1, 3, 5, 7, 8, 9]),  # dom not `*`-led: Vixie's OR with Mondays
+    ],
+)
+def test_stepped_day_fields_keep_their_step(expr: str, start: datetime, expected_days: list[int]) -> None:
+    assert [d.day for d in nexts(expr, start, len(expected_days))] == expected_days
+
+
+@pytest.mark.parametrize(
+    ("expr", "fragment"),
+    [
+        ("² * * * *", "minute field: '²' has a non-ASCII character"),
+        ("0 \uff11\uff12 * * *", "hour field: '\uff11\uff12' has a non-ASCII character"),  # full-width digits
+        ("0 0 \u0661 * *", "day-of-month field: '\u0661' has a non-ASCII character"),  # Arabic-Indic one
+        ("0 0 * * \u017fun", "day-of-week field"),  # long s upper-cased == 'S' would otherwise read as SUN
+        ("0 0 0 * * \U0001d7d3", "day-of-week field"),  # six fields: the last is day-of-week
+        ("0\u30000 * * *", "expression has a non-ASCII character"),  # ideographic space
+        ("@dailý", "expression has a non-ASCII character"),
+    ],
+)
+def test_only_ascii_digits_and_names_are_accepted(expr: str, fragment: str) -> None:
+    with pytest.raises(ScheduleError) as caught:
+        parse_cron(expr)
+    assert caught.value.field == "schedule.expr"
+    assert fragment in caught.value.message
+
+
+def test_a_huge_expression_is_refused_without_being_echoed() -> None:
+    huge = "1," * 500_000 + "1 * * * *"
+    with pytest.raises(ScheduleError) as caught:
+        parse_cron(huge)
+    assert caught.value.field == "schedule.expr"
+    assert "at most 256" in caught.value.message
+    assert len(str(caught.value)) < 200
+
+
+def test_an_expression_of_the_maximum_length_still_parses() -> None:
+    minutes = ",".join(["0"] * 124)  # 247 characters
+    expr = f"{minutes} 0 * * *"
+    assert len(expr) <= 256
+    assert parse_cron(expr).minutes == (0,)

@@ -125,6 +125,8 @@ def test_retry_after_in_seconds_or_http_date() -> None:
     assert parse_retry_after("soon", now) is None
     assert parse_retry_after(None, now) is None
     assert parse_retry_after("-5", now) is None
+    assert parse_retry_after("²", now) is None  # str.isdigit says yes, float() says ValueError
+    assert parse_retry_after("\uff11\uff12", now) is None
 
 
 def test_backoff_doubles_to_the_cap_with_downward_jitter() -> None:
@@ -134,6 +136,12 @@ def test_backoff_doubles_to_the_cap_with_downward_jitter() -> None:
     assert next_delay_s(policy, 3, rand=0.5) == pytest.approx(3.6)
     assert next_delay_s(policy, 1, rand=0.0, retry_after_s=30) == 30.0
     assert next_delay_s(policy, 10_000, rand=0.999) <= 300.0
+
+
+def test_a_retry_after_longer_than_a_day_waits_a_day() -> None:
+    # The retry row goes to its minute bucket (14-day TTL): a Retry-After of 30 days would outlive it and be lost.
+    policy = RetryPolicy(base_delay_s=1.0, max_delay_s=300.0, max_age_s=None)
+    assert next_delay_s(policy, 1, rand=0.0, retry_after_s=30 * 86_400) == 86_400.0
 
 
 def test_decide_retries_then_dies_with_a_reason() -> None:

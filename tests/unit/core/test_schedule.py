@@ -154,7 +154,7 @@ def test_catch_up_respects_max_age_and_none() -> None:
     ]
     assert catch_up(daily, None, now, CatchUpPolicy.LATEST, max_age_s=3600) == []
     assert catch_up(daily, None, now, CatchUpPolicy.LATEST, max_age_s=None) == []
-    assert catch_up(daily, now - timedelta(days=5), now, CatchUpPolicy.NONE) == []
+    assert catch_up(daily, now - timedelta(days=5), now, CatchUpPolicy.SKIP) == []
 
 
 def test_catch_up_of_a_once_job_never_fired() -> None:

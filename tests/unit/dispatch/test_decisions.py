@@ -5,6 +5,8 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import msgspec
+
 from coordinator.assignment import next_assignment, unowned
 from coordinator.sweeper import Repair, RunView, diagnose
 from dispatcher.firing import RecentlyFired, Watermarks, checkpoints_due, fire_order, needs_chain
@@ -125,6 +127,8 @@ def test_only_the_first_attempt_of_a_run_row_chains() -> None:
     assert needs_chain(due(1))
     assert not needs_chain(due(1, attempt=1))
     assert not needs_chain(due(1, kind="lease_check"))
+    assert not needs_chain(msgspec.structs.replace(due(1), recurring=False))  # a once job: no job read
+    assert needs_chain(msgspec.structs.replace(due(1), recurring=True))
 
 
 def test_a_watermark_never_passes_an_unacknowledged_row() -> None:
@@ -204,3 +208,15 @@ def test_a_first_assignment_outranks_every_epoch_the_checkpoints_hold() -> None:
     first = next_assignment(None, ["m1"], 8, floor_epoch=41)
     assert first is not None and first.epoch == 42
     assert next_assignment(first, ["m1", "m2"], 8, floor_epoch=0).epoch == 43  # type: ignore[union-attr]
+
+
+def test_the_sweeper_finds_runs_left_running_past_their_lease_or_retrying_past_their_time() -> None:
+    from coordinator.sweeper import HeldRun, diagnose_stranded
+
+    old = NOW - timedelta(minutes=10)
+    assert diagnose_stranded(HeldRun("RUNNING", 1, None, old), NOW, GRACE) is Repair.LEASE_LAPSED
+    assert diagnose_stranded(HeldRun("RUNNING", 1, None, NOW + timedelta(minutes=1)), NOW, GRACE) is None
+    assert diagnose_stranded(HeldRun("RUNNING", 1, None, NOW - timedelta(seconds=1)), NOW, GRACE) is None  # in grace
+    assert diagnose_stranded(HeldRun("RETRY", 1, old, None), NOW, GRACE) is Repair.RETRY_UNFIRED
+    assert diagnose_stranded(HeldRun("RETRY", 1, NOW, None), NOW, GRACE) is None
+    assert diagnose_stranded(HeldRun("SCHEDULED", 0, old, None), NOW, GRACE) is None  # the overdue repair's case

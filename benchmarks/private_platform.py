@@ -1,0 +1,150 @@
+"""A private platform on the shared stack's servers: own keyspace, topics, ZooKeeper chroot, Redis prefix and
+free ports, so a benchmark can run beside other sessions (and two checkouts can be measured side by side).
+
+    cd /tmp/bench-a && PYTHONPATH=<checkout> <venv>/bin/python -m benchmarks.private_platform up \
+        --servers /work/main/.stack --name a
+    cd /tmp/bench-a && PYTHONPATH=<checkout> <venv>/bin/python -m benchmarks.sustained --rates 50 --seconds 60
+    cd /tmp/bench-a && PYTHONPATH=<checkout> <venv>/bin/python -m benchmarks.private_platform down
+
+With `--own-cassandra v1|v2`, the platform gets a Cassandra of its own (same build and settings as the stack's,
+on free ports, data under `.stack/cassandra/`, with that Paxos variant), so Cassandra's CPU per run is this
+platform's alone: on a shared box the stack's Cassandra also serves every other session.
+
+`up` writes `.stack/env` in the working directory (the servers' endpoints plus the namespace and ports), links
+the servers' directories so their pid files are found (the probes count their CPU), applies the migrations and
+starts api, coordinator, dispatcher and worker from the checkout on PYTHONPATH. The worker's per-host flow
+limits are raised as in BENCHMARKS.md ("Sustained"): every run calls the one sink host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+from tickwheel.platform import PROCESSES, start_process
+from tickwheel.settings import Settings, read_env_file
+from tickwheel.stack import process
+
+SERVERS = ("cassandra", "kafka", "zookeeper", "redis")
+RAISED_LIMITS = {
+    "TICKWHEEL_WORKER_TARGET_CONCURRENCY": "100000",
+    "TICKWHEEL_WORKER_TARGET_RATE_PER_S": "1000000",
+    "TICKWHEEL_WORKER_TENANT_CONCURRENCY": "100000",
+    "TICKWHEEL_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_own_cassandra(stack_dir: Path, servers: Path, paxos_variant: str) -> str:
+    """A private single-node Cassandra on free ports; returns its endpoint."""
+    from tickwheel.stack import cassandra
+
+    native, storage = free_port(), free_port()
+    home = stack_dir / "cassandra"
+    for sub in ("conf", "data", "logs", "triggers", "tmp"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    lib = stack_dir / "lib"
+    if not lib.exists():
+        lib.symlink_to((servers / "lib").resolve())
+    yaml = cassandra._YAML.replace(f": {cassandra.NATIVE_PORT}", f": {native}")
+    yaml = yaml.replace(f"{cassandra.STORAGE_PORT}", f"{storage}")
+    yaml = "\n".join(line for line in yaml.splitlines() if not line.startswith("paxos_variant"))
+    (home / "conf" / "cassandra.yaml").write_text(f"{yaml}\npaxos_variant: {paxos_variant}\n")
+    (home / "conf" / "logback.xml").write_text(cassandra._LOGBACK)
+    endpoint = f"127.0.0.1:{native}"
+    if process.read_pid(stack_dir, "cassandra") is None:
+        process.spawn(stack_dir, "cassandra", cassandra.command(stack_dir))
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            print(cassandra.probe(endpoint), "at", endpoint, f"(paxos {paxos_variant})")
+            return endpoint
+        except Exception:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(2)
+
+
+def write_env(stack_dir: Path, servers: Path, name: str, extra: dict[str, str]) -> Path:
+    values = read_env_file(servers / "env")  # the servers' endpoints
+    values |= {
+        "TICKWHEEL_CASSANDRA_KEYSPACE": f"tw_bench_{name}",
+        "TICKWHEEL_KAFKA_TOPIC_PREFIX": f"twbench.{name}.",
+        "TICKWHEEL_ZOOKEEPER_CHROOT": f"/twbench-{name}",
+        "TICKWHEEL_REDIS_KEY_PREFIX": f"twbench:{name}:",
+        **{f"TICKWHEEL_{p.upper()}_PORT": str(free_port()) for p in PROCESSES},
+        **RAISED_LIMITS,
+        **extra,
+    }
+    stack_dir.mkdir(parents=True, exist_ok=True)
+    for server in SERVERS:
+        link = stack_dir / server
+        if not link.exists() and not link.is_symlink():
+            link.symlink_to((servers / server).resolve())
+    env = stack_dir / "env"
+    env.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
+    return env
+
+
+def up(args: argparse.Namespace) -> int:
+    stack_dir = Path.cwd() / ".stack"
+    extra = dict(pair.split("=", 1) for pair in args.set)
+    if args.own_cassandra:
+        stack_dir.mkdir(parents=True, exist_ok=True)
+        own = start_own_cassandra(stack_dir, Path(args.servers), args.own_cassandra)
+        extra["TICKWHEEL_CASSANDRA"] = own
+    env = write_env(stack_dir, Path(args.servers), args.name, extra)
+    os.environ["TICKWHEEL_ENV_FILE"] = str(env.resolve())
+    settings = Settings.from_env(env_file=env)
+    from tickwheel.commands import run_migrate
+
+    asyncio.run(run_migrate(settings))
+    ports = {
+        "api": settings.api.port,
+        "coordinator": settings.coordinator.port,
+        "dispatcher": settings.dispatcher.port,
+        "worker": settings.worker.port,
+    }
+    for name, port in ports.items():
+        start_process(stack_dir, name, port)
+    return 0
+
+
+def down(args: argparse.Namespace) -> int:
+    stack_dir = Path.cwd() / ".stack"
+    names = [*reversed(PROCESSES)]
+    if args.all and not (stack_dir / "cassandra").is_symlink():
+        names.append("cassandra")  # only a private one: the shared servers are linked, never stopped here
+    for name in names:
+        print(f"{name}: {'stopped' if process.terminate(stack_dir, name) else 'not running'}")
+    return 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    p_up = sub.add_parser("up")
+    p_up.add_argument("--servers", required=True, help="the shared stack directory (its env and pid files)")
+    p_up.add_argument("--name", required=True, help="namespace suffix: keyspace tw_bench_<name>, topics, ...")
+    p_up.add_argument("--set", action="append", default=[], help="extra KEY=VALUE settings")
+    p_up.add_argument("--own-cassandra", choices=("v1", "v2"), help="a private Cassandra with this Paxos variant")
+    p_up.set_defaults(func=up)
+    p_down = sub.add_parser("down")
+    p_down.add_argument("--all", action="store_true", help="also stop the private Cassandra")
+    p_down.set_defaults(func=down)
+    args = p.parse_args()
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,155 @@
+"""Catch-up and overlap policies, at the dispatcher and the sweeper: a dispatcher stopped at 12:00 and
+restarted at 12:10:30 (its clock injected, nothing waits ten minutes) fires what each job's catch-up policy
+says; an occurrence whose previous run is still RUNNING is skipped, buffered once, or started."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from datetime import UTC, datetime, timedelta
+
+import dispatcher.main as dispatcher_main
+from coordinator.sweeper import Repair, Sweeper
+from schemas.messages import ScheduleDoc
+from tests.integration.dispatch.conftest import Cluster, LaneReader, covered, wait_until, write_job
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.core.ids import run_id_for
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.runs import AttemptResult, RunStatus, claim, finish, get_run, new_run_of
+
+MINUTELY = {"type": "cron", "expr": "* * * * *", "tz": "UTC"}
+
+
+def minutely(catch_up: str, **limits: int) -> ScheduleDoc:
+    names = {"max_count": "catch_up_max_count", "max_age_s": "catch_up_max_age_s"}
+    return ScheduleDoc(**MINUTELY, catch_up=catch_up, **{names[k]: v for k, v in limits.items()})  # type: ignore[arg-type]
+
+
+def shifted(at: datetime) -> float:
+    """Seconds to add to the wall clock so that it reads `at` now."""
+    return at.timestamp() - time.time()
+
+
+async def test_a_restarted_dispatcher_fires_missed_occurrences_as_each_catch_up_policy_says(
+    dsettings: Settings, store: CassandraStore, cluster: Cluster, lanes: LaneReader
+) -> None:
+    m0 = (datetime.now(UTC) + timedelta(minutes=2)).replace(second=0, microsecond=0)
+    jobs = {
+        "all, maxRuns 3": await write_job(store, minutely("all", max_count=3), m0),
+        "all, maxRuns 5, maxAge 200 s": await write_job(store, minutely("all", max_count=5, max_age_s=200), m0),
+        "latest": await write_job(store, minutely("latest"), m0),
+        "skip": await write_job(store, minutely("skip"), m0),
+    }
+    expected = {"all, maxRuns 3": 3, "all, maxRuns 5, maxAge 200 s": 3, "latest": 1, "skip": 0}
+    job_ids = {run.job_id for run in jobs.values()}
+    await cluster(0)  # the coordinator
+
+    # Up at 11:59:57 (shifted clock): fires 12:00 and chains 12:01; then stopped.
+    early = shifted(m0 - timedelta(seconds=3))
+    first = await dispatcher_main.start(dsettings, store=store, name="before", clock=lambda: time.time() + early)
+    try:
+        await lanes.wait_for(lambda: len(lanes.runs(job_ids)) >= 4, timeout_s=30)
+        await asyncio.sleep(1.5)  # its checkpoints pass 12:00
+    finally:
+        await first.stop()
+    assert {r.scheduled_at_ms for r in lanes.runs(job_ids)} == {int(m0.timestamp() * 1000)}
+
+    # Back at 12:10:30: ten occurrences (12:01 .. 12:10) were missed; 12:10 is 30 s late, on time.
+    late = shifted(m0 + timedelta(minutes=10, seconds=30))
+    second = await dispatcher_main.start(dsettings, store=store, name="after", clock=lambda: time.time() + late)
+    try:
+        await wait_until(lambda: covered([second]), timeout_s=30)
+        for _ in range(30):  # every missed or chained occurrence is due by now: they go out at once
+            await lanes.poll()
+    finally:
+        await second.stop()
+    for name, run in jobs.items():
+        sent = sorted({r.scheduled_at_ms for r in lanes.runs({run.job_id})} - {int(m0.timestamp() * 1000)})
+        newest = [int((m0 + timedelta(minutes=10 - k)).timestamp() * 1000) for k in range(expected[name])][::-1]
+        if name == "skip":
+            newest = [int((m0 + timedelta(minutes=10)).timestamp() * 1000)]  # on time: not missed
+        assert sent == newest, name
+        pending = await get_run(store, run_id_for(run.job_id, m0 + timedelta(minutes=1)))
+        assert pending is not None
+        assert pending["status"] == RunStatus.CANCELLED, name  # 12:01 itself is missed in every case
+
+
+async def test_the_sweeper_applies_the_catch_up_policy_to_an_overdue_run(
+    dsettings: Settings, store: CassandraStore
+) -> None:
+    m0 = (datetime.now(UTC) - timedelta(minutes=30)).replace(second=0, microsecond=0)
+    skip = await write_job(store, minutely("skip"), m0)
+    latest = await write_job(store, minutely("latest"), m0)
+    every = await write_job(store, minutely("all", max_count=3), m0)
+    now = m0 + timedelta(minutes=20, seconds=30)
+    producer = KafkaProducer(dsettings.kafka)
+    try:
+        sweeper = Sweeper(dsettings, store, producer)
+        for run in (skip, latest, every):
+            [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [run.job_id])
+            assert await sweeper.check(row, now) is Repair.SKIP_MISSED
+    finally:
+        await producer.close()
+    points = {
+        skip.job_id: m0 + timedelta(minutes=20),  # 30 s late: the first occurrence on time
+        latest.job_id: m0 + timedelta(minutes=20),
+        every.job_id: m0 + timedelta(minutes=18),  # the oldest of the newest three
+    }
+    for run in (skip, latest, every):
+        [job] = await store.execute("SELECT next_run_at, next_run_id FROM jobs WHERE job_id = ?", [run.job_id])
+        assert job["next_run_at"] == points[run.job_id].replace(tzinfo=None)
+        old = await get_run(store, run.run_id)
+        assert old is not None and old["status"] == RunStatus.CANCELLED
+        new = await get_run(store, job["next_run_id"])
+        assert new is not None and new["status"] == RunStatus.SCHEDULED
+        assert new["due_at"] >= now.replace(microsecond=0) - timedelta(seconds=1)  # due at once, in a minute read
+
+
+async def test_an_occurrence_while_the_previous_run_is_running_is_skipped_buffered_or_started(
+    dsettings: Settings, store: CassandraStore, cluster: Cluster, lanes: LaneReader
+) -> None:
+    first_at = (datetime.now(UTC) + timedelta(seconds=4)).replace(microsecond=0)
+    runs = {}
+    for overlap in ("skip", "buffer_one", "allow"):
+        schedule = ScheduleDoc(type="interval", every_s=1, start_at=first_at.isoformat(), overlap=overlap)
+        runs[overlap] = await write_job(store, schedule, first_at)
+    s = dataclasses.replace(dsettings, dispatcher=dataclasses.replace(dsettings.dispatcher, overlap_recheck_s=0.5))
+    await cluster(0)
+    running = await dispatcher_main.start(s, store=store, name="overlap")
+    try:
+        await lanes.wait_for(lambda: all(lanes.runs({r.job_id}) for r in runs.values()), timeout_s=30)
+        for run in runs.values():  # a worker takes the first run of each job and keeps it RUNNING
+            lease = datetime.now(UTC) + timedelta(minutes=5)
+            assert (await claim(store, run, 0, "slow-worker", lease, datetime.now(UTC))).applied
+        held_from_ms = int(time.time() * 1000)
+        await asyncio.sleep(4.0)
+        for _ in range(5):
+            await lanes.poll()
+        during = {name: [r for r in lanes.runs({runs[name].job_id}) if r.run_id != runs[name].run_id] for name in runs}
+        released_ms = int(time.time() * 1000)
+        for run in runs.values():
+            row = await get_run(store, run.run_id)
+            assert row is not None
+            done = AttemptResult(RunStatus.SUCCEEDED, response_code=200)
+            assert await finish(store, new_run_of(row), 1, done, "slow-worker", datetime.now(UTC), datetime.now(UTC))
+        await asyncio.sleep(3.0)
+        for _ in range(5):
+            await lanes.poll()
+    finally:
+        await running.stop()
+
+    # allow: every occurrence went out while the first was running
+    assert len(during["allow"]) >= 3
+    # skip: nothing went out meanwhile; those occurrences are cancelled; afterwards the job runs again
+    assert [r for r in during["skip"] if r.fired_at_ms > held_from_ms + 1500] == []
+    after_skip = [r for r in lanes.runs({runs["skip"].job_id}) if r.fired_at_ms > released_ms]
+    assert after_skip
+    # buffer_one: nothing meanwhile; exactly one waiting occurrence goes out once the first finishes
+    assert [r for r in during["buffer_one"] if r.fired_at_ms > held_from_ms + 1500] == []
+    buffered = [r for r in lanes.runs({runs["buffer_one"].job_id}) if r.scheduled_at_ms < released_ms - 1500]
+    buffered = [r for r in buffered if r.fired_at_ms > released_ms and r.run_id != runs["buffer_one"].run_id]
+    assert len({r.run_id for r in buffered}) == 1
+    cancelled = await store.execute("SELECT status FROM runs_by_job WHERE job_id = ?", [runs["skip"].job_id])
+    assert sum(1 for row in cancelled if row["status"] == RunStatus.CANCELLED) >= 2

@@ -1,0 +1,205 @@
+"""Failover with real `tickwheel coordinator` and `tickwheel dispatcher` processes at the production ZooKeeper
+session timeout (10 s): a dispatcher killed with SIGKILL has its shards fired again within seconds (the
+coordinator sees its health port refuse and evicts it), and one stopped with SIGTERM hands its shards over
+before it exits (no gap at all). Figures are asserted loosely here and measured in BENCHMARKS.md
+(`benchmarks/failover_bench.py`). Also: a member znode whose create reply was lost is found, not duplicated."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import subprocess
+import uuid
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kazoo.exceptions import ConnectionLoss
+
+from dispatcher.membership import MEMBERS, Membership
+from schemas.messages import decode_assignment, decode_member
+from tests.integration.dispatch.conftest import LaneReader, announce_run, new_run, write_run
+from tests.integration.dispatch.test_dispatch_faults import (
+    ROOT,
+    TICKWHEEL,
+    Spawn,
+    process_env,
+    wait_owned_by,
+)
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.coordination.zookeeper import ZooKeeper
+from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
+
+SESSION_TIMEOUT_S = 10.0
+
+
+@pytest.fixture
+def fsettings(dsettings: Settings) -> Settings:
+    return dataclasses.replace(
+        dsettings, zookeeper=dataclasses.replace(dsettings.zookeeper, session_timeout_s=SESSION_TIMEOUT_S)
+    )
+
+
+@pytest.fixture
+async def start_process(fsettings: Settings, tmp_path: Path) -> AsyncIterator[Spawn]:
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(process: str) -> subprocess.Popen[bytes]:
+        with open(tmp_path / f"{process}-{len(procs)}.log", "wb") as log:
+            proc = subprocess.Popen([TICKWHEEL, process], cwd=ROOT, env=process_env(fsettings), stdout=log, stderr=log)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+    for proc in procs:
+        proc.wait()
+
+
+async def shards_of_process(s: Settings, pid: int) -> set[int]:
+    """The shards the published assignment gives the dispatcher process `pid` (its member znode names it)."""
+    zk = ZooKeeper(s.zookeeper)
+    await zk.start()
+    try:
+        data, _ = await zk.call("get", "/dispatchers/assignment")
+        assignment = decode_assignment(data)
+        for member in await zk.call("get_children", MEMBERS):
+            raw, _ = await zk.call("get", f"{MEMBERS}/{member}")
+            info = decode_member(raw)
+            if info is not None and info.name.endswith(f"-{pid}"):
+                return {s for a, b in assignment.members.get(member, []) for s in range(a, b)}
+    finally:
+        await zk.stop()
+    raise AssertionError(f"no member for process {pid}")
+
+
+def p99(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+
+
+async def lags_after(lanes: LaneReader, run_ids: set[uuid.UUID], shards: set[int], since_ms: float) -> list[float]:
+    """Seconds from due to first fire, for the runs of `shards` due after `since_ms`."""
+    first: dict[uuid.UUID, tuple[int, int]] = {}
+    for _, fired, _ in lanes.fired:
+        if fired.run_id in run_ids and fired.shard in shards and fired.fire_at_ms >= since_ms:
+            at = fired.fired_at_ms or 0
+            if fired.run_id not in first or at < first[fired.run_id][0]:
+                first[fired.run_id] = (at, fired.fire_at_ms)
+    return [(at - due) / 1000 for at, due in first.values()]
+
+
+async def two_dispatchers_under_load(
+    start_process: Spawn, store: CassandraStore, s: Settings, producer: KafkaProducer
+) -> tuple[subprocess.Popen[bytes], set[uuid.UUID], datetime]:
+    start_process("coordinator")
+    victim, _survivor = start_process("dispatcher"), start_process("dispatcher")
+    await wait_owned_by(store, s.shards, 2, timeout_s=90)  # three processes starting on a shared 2-core box
+    start = datetime.now(UTC) + timedelta(seconds=8)  # every run is written and announced before the first is due
+    run_ids = await schedule_in_parallel(store, s, producer, start, 240, 100)  # 24 s of runs, 10 a second
+    return victim, run_ids, start
+
+
+async def schedule_in_parallel(
+    store: CassandraStore, s: Settings, producer: KafkaProducer, start: datetime, count: int, step_ms: int
+) -> set[uuid.UUID]:
+    gate = asyncio.Semaphore(16)
+
+    async def one(i: int) -> uuid.UUID:
+        async with gate:
+            run = await write_run(store, new_run(uuid.uuid4(), start + timedelta(milliseconds=step_ms * i)))
+            await announce_run(s, producer, run)
+            return run.run_id
+
+    return set(await asyncio.gather(*(one(i) for i in range(count))))
+
+
+async def test_sigkill_of_one_of_two_dispatchers_refires_its_shards_within_seconds(
+    start_process: Spawn, store: CassandraStore, lanes: LaneReader, fsettings: Settings, producer: KafkaProducer
+) -> None:
+    victim, run_ids, start = await two_dispatchers_under_load(start_process, store, fsettings, producer)
+    shards = await shards_of_process(fsettings, victim.pid)
+    await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 4)
+    os.kill(victim.pid, signal.SIGKILL)
+    killed_ms = datetime.now(UTC).timestamp() * 1000
+    await lanes.wait_for(lambda: run_ids <= {f.run_id for _, f, _ in lanes.fired}, timeout_s=60)
+    lags = await lags_after(lanes, run_ids, shards, killed_ms)
+    assert len(lags) > 30
+    # Today's code waits for the 10 s session to expire (p99 ~14 s); the target is < 5 s, asserted loosely.
+    assert p99(lags) < 7.0, sorted(lags)[-10:]
+
+
+async def test_sigterm_hands_the_shards_over_before_exiting_with_no_gap(
+    start_process: Spawn, store: CassandraStore, lanes: LaneReader, fsettings: Settings, producer: KafkaProducer
+) -> None:
+    leaver, run_ids, start = await two_dispatchers_under_load(start_process, store, fsettings, producer)
+    shards = await shards_of_process(fsettings, leaver.pid)
+    await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 4)
+    leaver.send_signal(signal.SIGTERM)
+    stopped_ms = datetime.now(UTC).timestamp() * 1000
+    assert await asyncio.to_thread(leaver.wait, 30) == 0
+    await lanes.wait_for(lambda: run_ids <= {f.run_id for _, f, _ in lanes.fired}, timeout_s=60)
+    lags = await lags_after(lanes, run_ids, shards, stopped_ms)
+    assert len(lags) > 30
+    assert p99(lags) < 1.5, sorted(lags)[-10:]  # target < 1 s, asserted loosely
+    await wait_owned_by(store, fsettings.shards, 1)
+
+
+class LosesCreateReplies(ZooKeeper):
+    """Applies the first `create` of a member znode, then reports a lost connection, as a reply lost in transit."""
+
+    lost = 0
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        result = await super().call(method, *args, **kwargs)
+        if method == "create" and str(args[0]).startswith(MEMBERS) and self.lost == 0:
+            self.lost += 1
+            raise ConnectionLoss("reply lost after the create applied")
+        return result
+
+
+class Engine:
+    """What Membership tells the engine, recorded."""
+
+    name = "lost-reply"
+
+    def __init__(self) -> None:
+        self.members: list[str | None] = []
+
+    def set_member(self, member: str | None) -> None:
+        self.members.append(member)
+
+    def confirm_alive(self) -> None:
+        pass
+
+    def on_session(self, state: object) -> None:
+        pass
+
+    def offer(self, assignment: object) -> None:
+        pass
+
+    def drop_all(self) -> None:
+        pass
+
+
+async def test_a_member_create_whose_reply_was_lost_leaves_no_ghost_member(dsettings: Settings) -> None:
+    zk = LosesCreateReplies(dsettings.zookeeper)
+    await zk.start()
+    engine = Engine()
+    membership = Membership(zk, engine, address=("127.0.0.1", 1))  # type: ignore[arg-type]
+    try:
+        await zk.ensure_path(MEMBERS)
+        await membership.register()
+        children = await zk.call("get_children", MEMBERS)
+        assert zk.lost == 1
+        assert children == [membership.member]  # found its own node; created no second one
+        assert engine.members == [membership.member]
+    finally:
+        await zk.stop()

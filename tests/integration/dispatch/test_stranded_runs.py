@@ -1,0 +1,77 @@
+"""The sweeper repairs runs that started or failed and were left with nothing to fire them again (issue 11.2):
+RUNNING past the lease with no lease check row, RETRY past the retry time with no run row."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from coordinator.sweeper import Repair, Sweeper
+from tests.integration.dispatch.conftest import write_interval_job
+from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.core.ids import minute_bucket
+from tickwheel.settings import Settings
+from tickwheel.store import runs
+from tickwheel.store.cassandra import CassandraStore
+
+
+async def bucket_rows(store: CassandraStore, run: runs.NewRun, at: datetime) -> set[tuple[int, str]]:
+    rows = await store.execute(
+        "SELECT run_id, attempt, kind FROM runs_by_bucket WHERE bucket = ? AND shard = ?",
+        [minute_bucket(at).replace(tzinfo=None), run.shard],
+    )
+    return {(r["attempt"], r["kind"]) for r in rows if r["run_id"] == run.run_id}
+
+
+async def sweep_job(dsettings: Settings, store: CassandraStore, job_id: object, now: datetime) -> list[Repair]:
+    producer = KafkaProducer(dsettings.kafka)
+    try:
+        [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
+        return await Sweeper(dsettings, store, producer).check_stranded(row, now)
+    finally:
+        await producer.close()
+
+
+async def test_a_run_running_past_its_lease_with_no_lease_check_gets_one_now(
+    store: CassandraStore, dsettings: Settings
+) -> None:
+    now = datetime.now(UTC)
+    due = (now - timedelta(minutes=30)).replace(microsecond=0)
+    job_id, run = await write_interval_job(store, due, every_s=3600)
+    lease_until = due + timedelta(minutes=1)
+    assert (await runs.claim(store, run, 0, "gone", lease_until, due)).applied
+    await store.execute(  # the lease check row is lost (what a failed index write after the LWT left)
+        "DELETE FROM runs_by_bucket WHERE bucket = ? AND shard = ?",
+        [minute_bucket(lease_until).replace(tzinfo=None), run.shard],
+    )
+    assert await sweep_job(dsettings, store, job_id, now) == [Repair.LEASE_LAPSED]
+    assert (1, "lease_check") in await bucket_rows(store, run, now)
+
+
+async def test_a_retry_past_its_time_that_never_fired_is_fired_now_once(
+    store: CassandraStore, dsettings: Settings
+) -> None:
+    now = datetime.now(UTC)
+    due = (now - timedelta(minutes=30)).replace(microsecond=0)
+    job_id, run = await write_interval_job(store, due, every_s=3600)
+    assert (await runs.claim(store, run, 0, "w", due + timedelta(minutes=1), due)).applied
+    await store.execute(  # RETRY with no run row at its retry time
+        "UPDATE runs SET status = 'RETRY', due_at = ?, lease_until = null WHERE run_id = ?",
+        [(due + timedelta(minutes=2)).replace(tzinfo=None), run.run_id],
+    )
+    assert await sweep_job(dsettings, store, job_id, now) == [Repair.RETRY_UNFIRED]
+    assert (1, "run") in await bucket_rows(store, run, now)
+    [row] = await store.execute("SELECT due_at FROM runs WHERE run_id = ?", [run.run_id])
+    assert row["due_at"] >= now.replace(tzinfo=None, microsecond=0)
+    assert await sweep_job(dsettings, store, job_id, now) == []  # moved to now: not repaired again
+
+
+async def test_runs_that_finished_or_wait_inside_their_lease_are_left_alone(
+    store: CassandraStore, dsettings: Settings
+) -> None:
+    now = datetime.now(UTC)
+    due = (now - timedelta(minutes=30)).replace(microsecond=0)
+    job_id, run = await write_interval_job(store, due, every_s=3600)
+    assert (await runs.claim(store, run, 0, "w", now + timedelta(minutes=5), due)).applied
+    assert await sweep_job(dsettings, store, job_id, now) == []
+    assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.SUCCEEDED), "w", due, now)
+    assert await sweep_job(dsettings, store, job_id, now + timedelta(hours=1)) == []
