@@ -23,6 +23,7 @@ from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import JobState
 
+from . import audit
 from .context import api_of
 from .idempotency import idempotent
 from .jobs import job_for_tenant
@@ -75,6 +76,8 @@ async def _backfill(request: web.Request, body: bytes) -> web.Response:
     made = [dataclasses.replace(requested_run(job, "backfill", r.scheduled_at), fire_at=r.fire_at) for r in plan.runs]
     if not asked.dry_run:
         await _write(request, made, now)
+        detail = {"from": instant(start), "to": instant(end), "count": len(made)}
+        await audit.record(request, "backfill", job, job, detail)
     runs = [{**run_summary(run), "fire_at": instant(run.fire_at)} for run in made]
     document = {"dry_run": asked.dry_run, "count": len(runs), "runs": runs}
     return json_response(document, status=200 if asked.dry_run else 201)

@@ -38,6 +38,12 @@ NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,199}$")  # URL path-safe witho
 
 @routes.put(PATH)
 async def put_job(request: web.Request) -> web.Response:
+    # The path and headers before the Idempotency-Key: a replay must not accept what a first request refuses.
+    if not NAME.match(request.match_info["name"]):
+        raise InvalidInput("a job name is 1 to 200 of A-Z a-z 0-9 . _ ~ - (starting with a letter or digit)",
+                           field="name")  # fmt: skip
+    if request.headers.get("If-None-Match", "*").strip() != "*":
+        raise InvalidInput("If-None-Match may only be * (create only)", field="If-None-Match")
     body = await request.read()
     return await idempotent(request, body, lambda: _put(request, body))
 
@@ -45,11 +51,6 @@ async def put_job(request: web.Request) -> web.Response:
 async def _put(request: web.Request, body: bytes) -> web.Response:
     api, tenant = api_of(request), tenant_of(request)
     name = request.match_info["name"]
-    if not NAME.match(name):
-        raise InvalidInput("a job name is 1 to 200 of A-Z a-z 0-9 . _ ~ - (starting with a letter or digit)",
-                           field="name")  # fmt: skip
-    if request.headers.get("If-None-Match", "*").strip() != "*":
-        raise InvalidInput("If-None-Match may only be * (create only)", field="If-None-Match")
     document = parse_json(body)
     claimed = await names.claim_of(api.store, tenant.tenant_id, name)
     current = None if claimed is None else await job_store.get_job(api.store, claimed.job_id)

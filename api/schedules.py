@@ -31,6 +31,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobState, run_of
 from tickwheel.store.runs import NewRun
 
+from . import audit
 from .context import api_of
 from .idempotency import idempotent
 from .jobs import apply_change, expected_version, job_for_tenant, plan_change
@@ -93,6 +94,8 @@ async def _trigger(request: web.Request, body: bytes) -> web.Response:
     run = requested_run(job, "trigger", at, forced=asked.force)
     await run_store.create_run(api.store, run, now)
     await api.near.announce_if_near(due_run_for(run), now)
+    detail = {"run_id": str(run.run_id), "at": instant(at), "forced": run.forced}
+    await audit.record(request, "trigger", job, job, detail)
     log.info("run triggered", extra={"tenant": job.tenant_id, "job_id": job.job_id, "run_id": run.run_id})
     return json_response(run_summary(run), status=201, location=f"/v1/runs/{run.run_id}")
 
@@ -162,13 +165,14 @@ async def _skip(request: web.Request, body: bytes) -> web.Response:
         raise InvalidInput("send either count or occurrence", field="count")
     if asked.count is not None and not 1 <= asked.count <= MAX_SKIP_COUNT:
         raise InvalidInput(f"count must be from 1 to {MAX_SKIP_COUNT}", field="count")
+    asked_at = None if asked.occurrence is None else body_instant(asked.occurrence, "occurrence")
     job = await _recurring_job(request)
     now = api_of(request).clock()
     schedule = schedule_of(job.definition)
-    if asked.count is not None:
-        chosen = [f.at_utc for f in preview(schedule, now, asked.count)]
+    if asked_at is None:
+        chosen = [f.at_utc for f in preview(schedule, now, asked.count or 0)]
     else:
-        at = body_instant(asked.occurrence or "", "occurrence")
+        at = asked_at
         if at <= now or next_fire(schedule, at - ONE_MS) != at:
             raise InvalidInput("not an upcoming occurrence of the job's schedule (see its preview)", field="occurrence")
         chosen = [at]
@@ -188,11 +192,11 @@ async def _pause(request: web.Request, body: bytes) -> web.Response:
     asked = decode_as(body, PauseBody) if body.strip() else None
     if asked is None:
         raise InvalidInput("send until: the instant the job goes on", field="until")
-    job = await _recurring_job(request)
     now = api_of(request).clock()
-    until = body_instant(asked.until, "until")
+    until = body_instant(asked.until, "until")  # before If-Match: an invalid body is a 422 whatever the version
     if not now < until <= now + MAX_PAUSE:
         raise InvalidInput(f"until must be after now and within {MAX_PAUSE.days} days", field="until")
+    job = await _recurring_job(request)
     doc = msgspec.structs.replace(job.definition.schedule, paused_until=instant(until))
     response = await _reschedule(request, job, doc, now, state=JobState.ACTIVE)
     await _catch_up_at(request, job, until, now)

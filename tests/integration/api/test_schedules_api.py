@@ -67,6 +67,8 @@ async def test_trigger_makes_one_extra_run_now_shown_as_triggered_and_leaves_the
     assert (await (await alice.call("GET", f"/v1/runs/{run['id']}")).json())["origin"] == "trigger"
     after = await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
     assert (after["next_run_id"], after["version"]) == (job["next_run_id"], job["version"])
+    changes = (await (await alice.call("GET", f"/v1/jobs/{job['id']}/history")).json())["items"]
+    assert [(c["action"], c["detail"].get("run_id")) for c in changes] == [("trigger", run["id"]), ("create", None)]
 
 
 async def test_trigger_at_a_later_instant_and_its_validation(alice: Caller):
@@ -140,6 +142,10 @@ async def test_put_by_name_conditions_and_validation(alice: Caller):
     bad = cron_job(name=None, schedule={"type": "cron", "expr": "61 * * * *"})
     assert (await problem(await alice.call("PUT", path, json=bad), 422))["field"] == "schedule.expr"
     await problem(await alice.call("GET", "/v1/jobs/by-name/never-made"), 404)
+    keyed = {"Idempotency-Key": "put-1"}
+    assert (await alice.call("PUT", path, json=changed, headers=keyed)).status == 200
+    odd = {**keyed, "If-None-Match": "AAA"}  # the same key and body again: a replay, but only of a valid request
+    assert (await problem(await alice.call("PUT", path, json=changed, headers=odd), 422))["field"] == "If-None-Match"
 
 
 async def test_patch_and_delete_by_name_and_a_deleted_name_can_be_created_again(alice: Caller):
@@ -239,6 +245,9 @@ async def test_pause_until_moves_the_next_run_past_the_pause_and_catch_up_all_ru
         assert (await problem(await alice.call("POST", f"/v1/jobs/{job['id']}/pause", json=body), 422))["field"] == (
             "until"
         )
+    stale = {"If-Match": "*"}  # the body is checked before the version: an invalid one is a 422 whatever If-Match says
+    pause = await alice.call("POST", f"/v1/jobs/{job['id']}/pause", json={"until": ""}, headers=stale)
+    assert (await problem(pause, 422))["field"] == "until"
 
 
 async def test_skip_and_pause_refuse_once_and_deleted_jobs_and_other_tenants(alice: Caller, bob: Caller):
@@ -315,6 +324,8 @@ async def test_backfill_makes_the_past_ranges_runs_now_with_their_own_ids_and_a_
     assert unwritten == []
     made = await alice.call("POST", path, json=span, headers={"Idempotency-Key": "b-1"})
     assert made.status == 201, await made.text()
+    changes = (await (await alice.call("GET", f"/v1/jobs/{job['id']}/history")).json())["items"]
+    assert [(c["action"], c["detail"].get("count")) for c in changes] == [("backfill", 23), ("create", None)]
     runs = (await made.json())["runs"]
     assert [r["id"] for r in runs] == [r["id"] for r in planned["runs"]]
     first = uuid.UUID(runs[0]["id"])
