@@ -27,6 +27,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.integration)
         elif "/e2e/" in path:
             item.add_marker(pytest.mark.e2e)
+    # Tiers in order: unit, integration, e2e. The e2e platform (a live dispatcher and worker on the run's keyspace
+    # and topics) is session-scoped; started before the integration tests, it would fire and claim their runs.
+    items.sort(key=lambda item: _TIER_ORDER.get(_tier(item), 0))
+
+
+_TIER_ORDER = {"unit": 0, "integration": 1, "e2e": 2}
+
+
+def _tier(item: pytest.Item) -> str:
+    path = str(item.path)
+    return "e2e" if "/e2e/" in path else "integration" if "/integration/" in path else "unit"
 
 
 @pytest.hookimpl(wrapper=True)
