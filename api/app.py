@@ -12,12 +12,25 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
-from . import console, dead_letters, history, jobs, meta, operator, runs, upcoming
+from . import backfill, console, dead_letters, history, jobs, meta, named, operator, runs, schedules, upcoming
 from .auth import authenticate
 from .context import API, Api, utc_now
 from .problems import problems
 
 BODY_OVERHEAD_BYTES = 64 * 1024
+# Every route table, in match order: /v1/jobs/by-name/{name} (named) before /v1/jobs/{job_id}/... (jobs)
+ROUTE_TABLES = (
+    meta.routes,
+    named.routes,
+    schedules.routes,
+    backfill.routes,
+    jobs.routes,
+    runs.routes,
+    dead_letters.routes,
+    upcoming.routes,
+    operator.routes,
+    history.routes,
+)
 
 
 def make_app(
@@ -35,15 +48,7 @@ def make_app(
         client_max_size=2 * settings.api.max_payload_bytes + BODY_OVERHEAD_BYTES,
     )
     app[API] = Api(settings, store, producer, redis, clock)
-    for table in (
-        meta.routes,
-        jobs.routes,
-        runs.routes,
-        dead_letters.routes,
-        upcoming.routes,
-        operator.routes,
-        history.routes,
-    ):
+    for table in ROUTE_TABLES:
         app.add_routes(table)
     console.install(app)
     return app

@@ -15,11 +15,12 @@ from aiohttp import web
 from schemas.messages import JobDefinition
 from tickwheel import metrics
 from tickwheel.core.ids import shard_of
-from tickwheel.core.schedule import Schedule, preview
+from tickwheel.core.schedule import Schedule
 from tickwheel.core.targets import default_topic_prefix
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
+from tickwheel.store import names
 from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
@@ -29,7 +30,7 @@ from . import audit, quotas
 from .context import Api, api_of, tenant_of
 from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
 from .planning import next_at, plan_run, resume_at, to_ms
-from .responses import job_document, json_response, list_document, page_limit, path_uuid
+from .responses import job_document, json_response, list_document, page_limit, path_uuid, preview_document
 from .validation import check_definition
 from .wire import decode_body, definition_document, instant, parse_json, to_definition
 
@@ -63,7 +64,7 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
     return msgspec.structs.replace(definition, schedule=msgspec.structs.replace(doc, anchor_at=anchor))
 
 
-async def _replay_create(api: Api, keyed: KeyedCreate, existing: dict[str, Any], now: datetime) -> web.Response:
+async def _replayed_job(api: Api, keyed: KeyedCreate, existing: dict[str, Any], now: datetime) -> Job:
     """The same key again: the job it made, after completing its first run if that request died before writing
     it (a request younger than the store's timeout may still be writing it: 409, try again)."""
     check_replay(keyed, existing.get("request_hash"))
@@ -74,17 +75,21 @@ async def _replay_create(api: Api, keyed: KeyedCreate, existing: dict[str, Any],
             if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
                 raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
             await job_store.complete_keyed_job(api.store, job, first, now)
-    response = json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job.job_id}")
-    response.headers[REPLAYED] = "true"
-    return response
+    return job
 
 
 async def job_for_tenant(request: web.Request) -> Job:
-    """The job named in the path, if it is the caller's; another tenant's job is exactly as absent as none."""
-    job_id = path_uuid(request, "job_id", "job")
-    job = await job_store.get_job(api_of(request).store, job_id)
-    if job is None or job.tenant_id != tenant_of(request).tenant_id:
-        raise NotFound(f"no job {job_id}")
+    """The job named in the path (by id, or by name under /v1/jobs/by-name/), if it is the caller's; another
+    tenant's job is exactly as absent as none."""
+    api, tenant = api_of(request), tenant_of(request)
+    name = request.match_info.get("name")
+    if name is None:
+        job_id: uuid.UUID | None = path_uuid(request, "job_id", "job")
+    else:
+        job_id = await names.job_id_named(api.store, tenant.tenant_id, name)
+    job = None if job_id is None else await job_store.get_job(api.store, job_id)
+    if job is None or job.tenant_id != tenant.tenant_id:
+        raise NotFound(f"no job {job_id}" if name is None else f"no job named {name!r}")
     return job
 
 
@@ -97,13 +102,31 @@ async def create_job(request: web.Request) -> web.Response:
 
 
 async def _create(request: web.Request, body: bytes, keyed: KeyedCreate | None) -> web.Response:
-    api, tenant = api_of(request), tenant_of(request)
+    api = api_of(request)
     now = to_ms(api.clock())  # what the job row stores, so a replay renders the same document
     definition, schedule = parse_definition(api, request, parse_json(body), now)
+    job_id = keyed.job_id if keyed else uuid.uuid4()
+    job, replayed = await create(request, definition, schedule, job_id, now, keyed)
+    response = json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job.job_id}")
+    if replayed:
+        response.headers[REPLAYED] = "true"
+    return response
+
+
+async def create(
+    request: web.Request,
+    definition: JobDefinition,
+    schedule: Schedule,
+    job_id: uuid.UUID,
+    now: datetime,
+    keyed: KeyedCreate | None = None,
+) -> tuple[Job, bool]:
+    """Write a checked definition as the caller's new job `job_id` with its first run (201 may follow); with
+    `keyed`, the same Idempotency-Key again gives the job it made and True (a replay)."""
+    api, tenant = api_of(request), tenant_of(request)
     at = next_at(schedule, now, 0)
     if at is None:
         raise InvalidInput("the schedule has no occurrence from now on", field="schedule")
-    job_id = keyed.job_id if keyed else uuid.uuid4()
     shard = shard_of(job_id, api.settings.shards)
     run = plan_run(job_id, tenant.tenant_id, shard, 1, definition, at)
     job = Job(
@@ -122,12 +145,12 @@ async def _create(request: web.Request, body: bytes, keyed: KeyedCreate | None) 
         raise
     if existing is not None and keyed is not None:
         await quotas.give_back_job_slot(api, tenant)
-        return await _replay_create(api, keyed, existing, now)
+        return await _replayed_job(api, keyed, existing, now), True
     metrics.jobs_created.labels(definition.schedule.type).inc()
     await api.near.announce_if_near(due_run_for(run), now)
     await audit.record(request, "create", None, job)
     log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
-    return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
+    return job, False
 
 
 @routes.get("/v1/jobs")
@@ -224,8 +247,8 @@ async def _patch(request: web.Request, body: bytes) -> web.Response:
         elif "payload" in document:
             merged.pop("payloadBase64", None)
         definition, schedule = parse_definition(api, request, merged, now)
-    change, run = _plan_change(job, state, definition, schedule, now)
-    return await _apply(request, job, change, run, now)
+    change, run = plan_change(job, state, definition, schedule, now)
+    return await apply_change(request, job, change, run, now)
 
 
 def _patched_state(value: Any, job: Job) -> JobState:
@@ -236,7 +259,7 @@ def _patched_state(value: Any, job: Job) -> JobState:
     return PATCH_STATES[value]
 
 
-def _plan_change(
+def plan_change(
     job: Job, state: JobState, definition: JobDefinition, schedule: Schedule | None, now: datetime
 ) -> tuple[JobChange, NewRun | None]:
     """The job's new values and the run it should have next."""
@@ -256,7 +279,9 @@ def _plan_change(
     return JobChange(state, definition, run.scheduled_at, run.run_id), run
 
 
-async def _apply(request: web.Request, job: Job, change: JobChange, run: NewRun | None, now: datetime) -> web.Response:
+async def apply_change(
+    request: web.Request, job: Job, change: JobChange, run: NewRun | None, now: datetime
+) -> web.Response:
     api = api_of(request)
     applied, found = await job_store.reschedule(api.store, job, change, run, now)
     if not applied:
@@ -311,6 +336,4 @@ async def preview_job(request: web.Request) -> web.Response:
     if job.state is JobState.DELETED:  # a deleted job fires no more: nothing to preview
         raise NotFound(f"job {job.job_id} is deleted")
     doc = job.definition.schedule
-    fires = preview(schedule_of(job.definition), api.clock(), count, tz=doc.tz)
-    items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst} for f in fires]
-    return json_response({"fires": items})
+    return json_response(preview_document(schedule_of(job.definition), api.clock(), count, doc.tz))

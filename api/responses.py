@@ -11,6 +11,7 @@ from aiohttp import web
 
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.instants import parse_instant
+from tickwheel.core.schedule import Schedule, preview
 from tickwheel.errors import InvalidInput, NotFound
 from tickwheel.store.cassandra import Row
 from tickwheel.store.jobs import Job
@@ -81,6 +82,18 @@ def run_document(row: Row) -> dict[str, Any]:
         "last_error": row["last_error"],
         "dead_at": instant(row["dead_at"]),
         "redrive_count": row["redrive_count"] or 0,
+        "origin": row.get("origin") or "schedule",
+    }
+
+
+def preview_document(schedule: Schedule, after: datetime, count: int, tz: str) -> dict[str, Any]:
+    """`{"fires": [...], "excluded": [...]}`: the next `count` fires with the expression that produced each, and
+    the fires among them the schedule's exclusions remove, with why (the `Preview` of the API document)."""
+    fires = preview(schedule, after, count, tz=tz, with_excluded=True)
+    items = [{"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst, "expr": f.expr} for f in fires]
+    return {
+        "fires": [item for item, f in zip(items, fires, strict=True) if not f.excluded],
+        "excluded": [{**item, "reason": f.excluded} for item, f in zip(items, fires, strict=True) if f.excluded],
     }
 
 

@@ -58,6 +58,7 @@ async def list_runs(request: web.Request) -> web.Response:
             "status": r["status"],
             "attempt": r["attempt"],
             "updated_at": instant(run_store.to_utc(r["updated_at"])),
+            "origin": r.get("origin") or "schedule",
         }
         for r in rows
     ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -13,7 +13,6 @@ from aiohttp import web
 
 from schemas.messages import ScheduleDoc
 from tickwheel.core.load import DueCounts, due_counts
-from tickwheel.core.schedule import Schedule, preview
 from tickwheel.errors import InvalidInput
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
@@ -22,7 +21,7 @@ from tickwheel.store.jobs import Job, JobState
 from . import quotas
 from .context import Api, api_of, tenant_of
 from .planning import to_ms
-from .responses import json_response
+from .responses import json_response, preview_document
 from .validation import check_schedule
 from .wire import field_of, instant, parse_json
 
@@ -102,11 +101,4 @@ async def preview_schedule(request: web.Request) -> web.Response:
     if doc.type == "interval" and doc.anchor_at is None:
         doc = msgspec.structs.replace(doc, anchor_at=doc.start_at or instant(to_ms(now)))
     schedule = check_schedule(doc, quotas.min_interval_s(api, tenant))
-    return json_response({"fires": _fires(schedule, doc.tz, now - timedelta(microseconds=1), body.count)})
-
-
-def _fires(schedule: Schedule, tz: str, after: datetime, count: int) -> list[dict[str, Any]]:
-    return [
-        {"at": instant(f.at_utc), "local": f.local.isoformat(), "dst": f.dst}
-        for f in preview(schedule, after, count, tz=tz)
-    ]
+    return json_response(preview_document(schedule, now - timedelta(microseconds=1), body.count, doc.tz))

@@ -18,6 +18,7 @@ from tickwheel.core.targets import header_refusal, topic_refusal
 from tickwheel.errors import InvalidInput
 from tickwheel.model import schedule_of
 
+from .templates import check_payload_template
 from .wire import camel_field
 
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
@@ -48,6 +49,7 @@ def check_definition(definition: JobDefinition, *, min_interval_s: int, kafka_to
     else:
         check_kafka_target(definition.target, kafka_topic_prefix)
     check_retry(definition.retry_policy)
+    check_payload_template(definition)
     _check_range(definition.delay_tolerance_s, 0, MAX_TOLERANCE_S, "delayToleranceS")
     check_labels(definition.labels)
     if definition.name is not None and not 0 < len(definition.name) <= MAX_NAME:

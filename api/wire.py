@@ -11,12 +11,13 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import msgspec
 
 from schemas.messages import JobDefinition, Lane, NotifyDoc, RetryDoc, ScheduleDoc, Target
+from tickwheel.core.instants import format_instant
 from tickwheel.errors import InvalidInput, MalformedRequest, PayloadTooLarge
 
 
@@ -27,6 +28,7 @@ class JobBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     target: Target
     payload: Any = None  # any JSON value; null (or absent) means no payload
     payload_base64: str | None = None
+    payload_template: bool = False
     retry_policy: RetryDoc = RetryDoc()
     delay_tolerance_s: int = 0
     priority: Lane = "default"
@@ -134,6 +136,7 @@ def to_definition(body: JobBody, max_payload_bytes: int) -> JobDefinition:
         target=body.target,
         payload=payload,
         payload_encoding=encoding,
+        payload_template=body.payload_template,
         retry_policy=body.retry_policy,
         delay_tolerance_s=body.delay_tolerance_s,
         priority=body.priority,
@@ -170,4 +173,4 @@ def definition_document(definition: JobDefinition) -> dict[str, Any]:
 
 def instant(at: datetime | None) -> str | None:
     """RFC 3339 with an explicit offset (UTC), millisecond precision."""
-    return None if at is None else at.astimezone(UTC).isoformat(timespec="milliseconds")
+    return None if at is None else format_instant(at)

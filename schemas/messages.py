@@ -20,6 +20,22 @@ class Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="came
     pass
 
 
+class CalendarDoc(Base, frozen=True):
+    """One more cron expression a cron job fires on; `tz` defaults to the schedule's."""
+
+    expr: str
+    tz: str | None = None
+
+
+class ExcludeDoc(Base, frozen=True):
+    """Fires a recurring job must not run: local dates (`2026-12-25`) or ranges (`2026-12-24/2026-12-31`),
+    and `except` cron expressions, all read in `tz` (default: the schedule's)."""
+
+    dates: list[str] = []
+    except_: list[str] = msgspec.field(default_factory=list, name="except")
+    tz: str | None = None
+
+
 class ScheduleDoc(Base, frozen=True):
     type: Literal["once", "cron", "interval"]
     run_at: str | None = None
@@ -36,6 +52,10 @@ class ScheduleDoc(Base, frozen=True):
     catch_up_max_count: int = 10
     catch_up_max_age_s: int = 86_400
     overlap: Literal["allow", "skip", "buffer_one"] = "allow"
+    calendars: list[CalendarDoc] = []  # cron: more expressions; the job fires on the union
+    exclude: ExcludeDoc | None = None
+    skip: list[str] = []  # occurrences (instants) that will not run; POST /v1/jobs/{id}/skip adds to it
+    paused_until: str | None = None  # no fire before this instant; POST /v1/jobs/{id}/pause sets it
 
 
 class HttpTarget(Base, frozen=True, tag="http", tag_field="type"):
@@ -83,6 +103,7 @@ class JobDefinition(Base, frozen=True):
     target: Target
     payload: str = ""
     payload_encoding: Literal["json", "base64", "text"] = "json"
+    payload_template: bool = False  # render {{scheduled_at}} etc. in the payload's string values (core.templating)
     retry_policy: RetryDoc = RetryDoc()
     delay_tolerance_s: int = 0
     priority: Lane = "default"

@@ -7,15 +7,19 @@ name the wire field (camelCase), e.g. `schedule.runAt`.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any
 
 from schemas.messages import JobDefinition, Lane, ScheduleDoc
+from tickwheel.core.calendars import Calendar, DateRange, Exclusions
+from tickwheel.core.cron import parse_cron
 from tickwheel.core.errors import ScheduleError
+from tickwheel.core.ids import epoch_ms
 from tickwheel.core.instants import parse_instant
 from tickwheel.core.missed import CatchUp
 from tickwheel.core.policies import CatchUpPolicy, DstGapPolicy, DstRepeatPolicy, OverlapPolicy
 from tickwheel.core.specs import CronSchedule, IntervalSchedule, OnceSchedule, Schedule
+from tickwheel.core.zones import load_zone
 
 
 def schedule_of(definition: JobDefinition | ScheduleDoc) -> Schedule:
@@ -26,6 +30,8 @@ def schedule_of(definition: JobDefinition | ScheduleDoc) -> Schedule:
         return OnceSchedule(run_at=_instant(_required(doc.run_at, "runAt"), "runAt"))
     start_at = _optional_instant(doc.start_at, "startAt")
     end_at = _optional_instant(doc.end_at, "endAt")
+    exclusions = exclusions_of(doc)
+    paused_until = _optional_instant(doc.paused_until, "pausedUntil")
     if doc.type == "cron":
         return CronSchedule(
             expr=_required(doc.expr, "expr"),
@@ -35,14 +41,48 @@ def schedule_of(definition: JobDefinition | ScheduleDoc) -> Schedule:
             start_at=start_at,
             end_at=end_at,
             max_runs=doc.max_runs,
+            calendars=tuple(Calendar(c.expr, c.tz or doc.tz) for c in doc.calendars),
+            exclusions=exclusions,
+            paused_until=paused_until,
         )
+    if doc.calendars:
+        raise ScheduleError("schedule.calendars", "calendars are cron expressions: only cron schedules have them")
     anchor = _optional_instant(doc.anchor_at, "anchorAt") or start_at
     if anchor is None:
         raise ScheduleError("schedule.anchorAt", "an interval schedule needs anchorAt or startAt")
     return IntervalSchedule(
         every_s=_required(doc.every_s, "everyS"), anchor_at=anchor, start_at=start_at, end_at=end_at,
-        max_runs=doc.max_runs,
+        max_runs=doc.max_runs, exclusions=exclusions, paused_until=paused_until,
     )  # fmt: skip
+
+
+def exclusions_of(doc: ScheduleDoc) -> Exclusions:
+    """The core exclusions of a schedule document: `exclude` (dates, except) and the skipped occurrences."""
+    skipped = frozenset(epoch_ms(_instant(text, f"skip[{i}]")) for i, text in enumerate(doc.skip))
+    if doc.exclude is None:
+        return Exclusions(skipped_ms=skipped)
+    tz = doc.exclude.tz or doc.tz
+    load_zone(tz, "schedule.exclude.tz")
+    dates = tuple(_date_range(text, f"schedule.exclude.dates[{i}]") for i, text in enumerate(doc.exclude.dates))
+    for i, text in enumerate(doc.exclude.except_):
+        try:
+            parse_cron(text)
+        except ScheduleError as exc:
+            raise ScheduleError(f"schedule.exclude.except[{i}]", exc.message) from None
+    return Exclusions(tz=tz, dates=dates, crons=tuple(doc.exclude.except_), skipped_ms=skipped)
+
+
+def _date_range(text: str, field: str) -> DateRange:
+    """`2026-12-25` or `2026-12-24/2026-12-31` (ISO 8601 dates, both ends included)."""
+    first_text, _, last_text = text.partition("/")
+    try:
+        first = date.fromisoformat(first_text)
+        last = date.fromisoformat(last_text) if last_text else first
+    except ValueError:
+        raise ScheduleError(field, f"{text!r} is not a date (2026-12-25) or a range (2026-12-24/2026-12-31)") from None
+    if last < first:
+        raise ScheduleError(field, f"{text!r} ends before it starts")
+    return DateRange(first, last)
 
 
 def catch_up_of(definition: JobDefinition) -> CatchUp:
@@ -91,7 +131,7 @@ def _required(value: Any, name: str) -> Any:
     return value
 
 
-def _instant(text: str, name: str) -> datetime:
+def _instant(text: str, name: str) -> datetime:  # name: the field under `schedule.`
     return parse_instant(text, field=f"schedule.{name}")
 
 

@@ -29,13 +29,13 @@ from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
 from tickwheel.store import buckets, runs
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
 from worker.notify import Notifier
-from worker.outcome import Verdict, body_of, breaker_failure, judge
-from worker.requests import call_headers
+from worker.outcome import Verdict, breaker_failure, judge
+from worker.requests import call_body, call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
 
 log = logging.getLogger(__name__)
@@ -117,12 +117,20 @@ class RunHandler:
         current version) decide, and a claim that does not apply says why (`claim`)."""
         run = buckets.run_of_due(due)
         job = await read_job(self.store, run.job_id)
-        if job is None or job["state"] != "ACTIVE":
+        if job is None or (job["state"] != "ACTIVE" and not await self.forced_through_pause(due, job)):
             await self.cancel(run, _job_state(job))
             return None
         tenant = await self.tenants.get(run.tenant_id)
         run = dataclasses.replace(run, job_version=job["version"])
         return RunContext(due, run, decode_definition(job["definition"]), tenant)
+
+    async def forced_through_pause(self, due: DueRun, job: Row) -> bool:
+        """Whether a run of a PAUSED job is a forced trigger (POST .../trigger with force), which runs anyway; only
+        then is the run row read, so a run of an ACTIVE job still costs no read of it."""
+        if job["state"] != "PAUSED":
+            return False
+        row = await runs.get_run(self.store, due.run_id)
+        return row is not None and bool(row.get("forced"))
 
     async def cancel(self, run: NewRun, why: str) -> None:
         if await runs.cancel(self.store, run, self.clock()):
@@ -194,7 +202,7 @@ class RunHandler:
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
         lane = ctx.due.lane
-        body = body_of(ctx.definition)
+        body = call_body(ctx, attempt)
         headers = call_headers(ctx, attempt, body, int(self.clock().timestamp()))
         if ctx.due.attempt == 0:  # the promise is about first calls; a retry is late by design
             start_lag = (self.clock() - ctx.scheduled_at).total_seconds()

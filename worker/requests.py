@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import secrets
 
+import msgspec
+
+from tickwheel.core.instants import format_instant
+from tickwheel.core.templating import render, variables_of
+from tickwheel.core.zones import load_zone
 from tickwheel.signing import sign_headers
 from worker.context import RunContext
-from worker.outcome import CONTENT_TYPES
+from worker.outcome import CONTENT_TYPES, body_of
 
 
 def traceparent(run_trace_id: str) -> str:
@@ -24,8 +29,27 @@ def call_headers(ctx: RunContext, attempt: int, body: bytes, timestamp_s: int) -
         "Idempotency-Key": run_id,
         "X-Tickwheel-Attempt": str(attempt),
         "X-Tickwheel-Job-Id": str(ctx.run.job_id),
+        "X-Tickwheel-Run-Id": run_id,
+        "X-Tickwheel-Scheduled-At": format_instant(ctx.run.scheduled_at),
         "traceparent": traceparent(ctx.run.run_id.hex),
         **sign_headers(ctx.tenant.signing_secrets, run_id, timestamp_s, body),
     }
     lowered = {name.lower() for name in platform}
     return {**{k: v for k, v in own.items() if k.lower() not in lowered}, **platform}
+
+
+def call_body(ctx: RunContext, attempt: int) -> bytes:
+    """The payload as sent: a templated job's string values rendered for this attempt (the occurrence's instant,
+    not the fire time); any other payload exactly as stored."""
+    definition = ctx.definition
+    if not definition.payload_template or not definition.payload:
+        return body_of(definition)
+    variables = variables_of(
+        run_id=str(ctx.run.run_id),
+        job_id=str(ctx.run.job_id),
+        job_name=definition.name,
+        attempt=attempt,
+        scheduled_at=ctx.run.scheduled_at,
+        tz=load_zone(definition.schedule.tz),
+    )
+    return msgspec.json.encode(render(msgspec.json.decode(definition.payload), variables))

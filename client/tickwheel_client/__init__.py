@@ -23,8 +23,11 @@ from .errors import (
 )
 from .models import (
     Attempt,
+    Backfill,
+    BackfilledRun,
     BulkPurge,
     BulkRedrive,
+    Calendar,
     CatchUp,
     Change,
     ChangeAction,
@@ -34,6 +37,8 @@ from .models import (
     DstGap,
     DstRepeat,
     DueCounts,
+    Exclude,
+    ExcludedFire,
     Fire,
     HttpMethod,
     HttpTarget,
@@ -49,8 +54,10 @@ from .models import (
     Overlap,
     Priority,
     Redriven,
+    RequestedRun,
     RetryPolicy,
     Run,
+    RunOrigin,
     RunStatus,
     RunSummary,
     Schedule,
@@ -63,11 +70,12 @@ from .version import VERSION
 __version__ = VERSION
 
 __all__ = [
-    "ApiError", "AsyncClient", "Attempt", "BadRequest", "BulkPurge", "BulkRedrive", "CatchUp", "Change",
-    "ChangeAction", "Client", "Config", "ConfigError", "Conflict", "ConnectionFailed", "DeadLetter", "DiffOp",
-    "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job",
-    "JobChange", "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent",
-    "Overlap", "PayloadTooLarge", "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited",
-    "Redriven", "Retries", "RetryPolicy", "Run", "RunStatus", "RunSummary", "Schedule", "ScheduleType",
-    "ServerError", "TickwheelClientError", "Unauthorized", "Unavailable", "UnexpectedAnswer",
+    "ApiError", "AsyncClient", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BulkPurge", "BulkRedrive",
+    "Calendar", "CatchUp", "Change", "ChangeAction", "Client", "Config", "ConfigError", "Conflict",
+    "ConnectionFailed", "DeadLetter", "DiffOp", "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Exclude",
+    "ExcludedFire", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobChange", "JobPatch", "JobSpec",
+    "JobState", "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent", "Overlap", "PayloadTooLarge",
+    "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited", "Redriven", "RequestedRun", "Retries",
+    "RetryPolicy", "Run", "RunOrigin", "RunStatus", "RunSummary", "Schedule", "ScheduleType", "ServerError",
+    "TickwheelClientError", "Unauthorized", "Unavailable", "UnexpectedAnswer",
 ]  # fmt: skip

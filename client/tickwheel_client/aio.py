@@ -200,6 +200,85 @@ class AsyncClient:
         selection = m.RedriveFilter.matching(job_id, target_host, since, until, dry_run, limit)
         return await self._send(ops.redrive_many(selection, idempotency_key))
 
+    async def put_job_by_name(
+        self,
+        name: str,
+        spec: m.JobSpec | None = None,
+        /,
+        *,
+        version: int | None = None,
+        create_only: bool = False,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.Job:
+        """Create or replace the job called `name` (If-Match `version` when given; `create_only`: If-None-Match: *).
+        The same definition again changes nothing."""
+        spec = model_of(m.JobSpec, spec, fields)
+        return await self._send(ops.put_job_by_name(name, spec, version, create_only, idempotency_key))
+
+    async def get_job_by_name(self, name: str) -> m.Job:
+        """The job called `name`."""
+        return await self._send(ops.get_job_by_name(name))
+
+    async def update_job_by_name(
+        self,
+        name: str,
+        patch: m.JobPatch | None = None,
+        /,
+        *,
+        version: int | None = None,
+        idempotency_key: str | None = None,
+        **fields: Any,
+    ) -> m.Job:
+        """Change the job called `name` (If-Match: `version`, else the version read just before)."""
+        if version is None:
+            version = (await self.get_job_by_name(name)).version
+        patch = model_of(m.JobPatch, patch, fields)
+        return await self._send(ops.update_job_by_name(name, patch, version, idempotency_key))
+
+    async def delete_job_by_name(
+        self, name: str, *, version: int | None = None, idempotency_key: str | None = None
+    ) -> None:
+        """Soft delete the job called `name`; a later put_job_by_name makes a new job under the name."""
+        await self._send(ops.delete_job_by_name(name, version, idempotency_key))
+
+    async def trigger_job(
+        self, job_id: Id, *, at: datetime | None = None, force: bool = False, idempotency_key: str | None = None
+    ) -> m.RequestedRun:
+        """One extra run now (or at `at`), outside the schedule; `force` runs it even if the job is paused."""
+        return await self._send(ops.trigger_job(job_id, m.Trigger(at=at, force=force), idempotency_key))
+
+    async def skip_occurrences(
+        self,
+        job_id: Id,
+        *,
+        count: int | None = None,
+        occurrence: datetime | None = None,
+        version: int | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.Job:
+        """Skip the next `count` occurrences, or one `occurrence`, without changing the expression."""
+        body = m.Skip(count=count, occurrence=occurrence)
+        return await self._send(ops.skip_occurrences(job_id, body, version, idempotency_key))
+
+    async def pause_until(
+        self, job_id: Id, until: datetime, *, version: int | None = None, idempotency_key: str | None = None
+    ) -> m.Job:
+        """Nothing fires before `until`; the job goes on by itself afterwards (with its catch-up policy)."""
+        return await self._send(ops.pause_until(job_id, m.PauseUntil(until=until), version, idempotency_key))
+
+    async def backfill(
+        self,
+        job_id: Id,
+        start: datetime,
+        end: datetime,
+        *,
+        dry_run: bool = False,
+        idempotency_key: str | None = None,
+    ) -> m.Backfill:
+        """Make now the runs the schedule would have made in [start, end) (at most 1000; dry_run: only list them)."""
+        body = m.BackfillRange(start=start, end=end, dry_run=dry_run)
+        return await self._send(ops.backfill(job_id, body, idempotency_key))
     def list_history(self, job_id: Id, *, page_size: int | None = None) -> AsyncIterator[m.JobChange]:
         """The job's audit log, newest first, following next_cursor."""
         return self._pages(lambda cursor: ops.list_history(job_id, cursor, page_size))

@@ -87,6 +87,14 @@ class Overlap(enum.StrEnum):
     BUFFER_ONE = "buffer_one"
 
 
+class RunOrigin(enum.StrEnum):
+    """What made a run: its schedule, a trigger or a backfill."""
+
+    SCHEDULE = "schedule"
+    TRIGGER = "trigger"
+    BACKFILL = "backfill"
+
+
 class DstFlag(enum.StrEnum):
     """Why a previewed fire is special around a daylight-saving change."""
 
@@ -140,6 +148,21 @@ def aware(at: datetime, name: str = "instant") -> datetime:
     return at
 
 
+class Calendar(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """One more cron expression a cron job fires on, in its own zone (default: the schedule's)."""
+
+    expr: str
+    tz: str | None = None
+
+
+class Exclude(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """Fires that do not run: local dates or `first/last` ranges, and `except` cron expressions, in `tz`."""
+
+    dates: list[str] = []
+    except_: list[str] = msgspec.field(default_factory=list, name="except")
+    tz: str | None = None
+
+
 class Schedule(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
     """When a job fires: once at an instant, on a cron expression in a zone, or every N seconds."""
 
@@ -158,6 +181,10 @@ class Schedule(Definition, frozen=True, kw_only=True, omit_defaults=True, rename
     catch_up_max_count: int = 10
     catch_up_max_age_s: int = 86_400
     overlap: Overlap = Overlap.ALLOW
+    calendars: list[Calendar] = []
+    exclude: Exclude | None = None
+    skip: list[Instant] = []
+    paused_until: Instant | None = None
 
     @classmethod
     def once(cls, at: datetime | str) -> Schedule:
@@ -227,6 +254,7 @@ class JobSpec(Request, frozen=True, kw_only=True, omit_defaults=True):
     name: str | None = None
     payload: Any = None
     payload_base64: str | None = msgspec.field(default=None, name="payloadBase64")
+    payload_template: bool = msgspec.field(default=False, name="payloadTemplate")
     retry_policy: RetryPolicy | None = msgspec.field(default=None, name="retryPolicy")
     delay_tolerance_s: int = msgspec.field(default=0, name="delayToleranceS")
     priority: Priority = Priority.DEFAULT
@@ -244,6 +272,7 @@ class JobPatch(Request, frozen=True, kw_only=True, omit_defaults=True):
     target: Target | None = None
     payload: Any = None
     payload_base64: str | None = msgspec.field(default=None, name="payloadBase64")
+    payload_template: bool | None = msgspec.field(default=None, name="payloadTemplate")
     retry_policy: RetryPolicy | None = msgspec.field(default=None, name="retryPolicy")
     delay_tolerance_s: int | None = msgspec.field(default=None, name="delayToleranceS")
     priority: Priority | None = None
@@ -291,6 +320,7 @@ class RunSummary(Model, frozen=True, kw_only=True):
     status: RunStatus
     attempt: int
     updated_at: Instant | None = None
+    origin: RunOrigin = RunOrigin.SCHEDULE
 
 
 class Attempt(Model, frozen=True, kw_only=True):
@@ -324,6 +354,7 @@ class Run(Model, frozen=True, kw_only=True):
     last_error: str | None = None
     dead_at: Instant | None = None
     redrive_count: int = 0
+    origin: RunOrigin = RunOrigin.SCHEDULE
     attempts: list[Attempt] = []
 
 
@@ -345,10 +376,75 @@ class Fire(Model, frozen=True, kw_only=True):
     at: Instant
     local: Instant
     dst: DstFlag | None = None
+    expr: str | None = None
+
+
+class ExcludedFire(Model, frozen=True, kw_only=True):
+    """A fire the schedule's exclusions remove, with why (`skipped`, `date ...`, `except ...`)."""
+
+    at: Instant | None = None
+    local: Instant | None = None
+    dst: str | None = None
+    expr: str | None = None
+    reason: str | None = None
 
 
 class Preview(Model, frozen=True, kw_only=True):
     fires: list[Fire]
+    excluded: list[ExcludedFire] = []
+
+
+class RequestedRun(Model, frozen=True, kw_only=True):
+    """A run made on request (a trigger or a backfill), durable when answered."""
+
+    id: uuid.UUID
+    job_id: uuid.UUID
+    status: RunStatus
+    scheduled_at: Instant
+    origin: RunOrigin
+    forced: bool = False
+
+
+class BackfilledRun(RequestedRun, frozen=True, kw_only=True):
+    """A backfilled run: its past occurrence as scheduled_at, and when it fires now."""
+
+    fire_at: Instant | None = None
+
+
+class Backfill(Model, frozen=True, kw_only=True):
+    """The runs of a backfill (written, or with dry_run only listed)."""
+
+    dry_run: bool
+    count: int
+    runs: list[BackfilledRun]
+
+
+class Trigger(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """The body of a trigger: when (default now) and whether a paused job runs it."""
+
+    at: Instant | None = None
+    force: bool = False
+
+
+class Skip(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """The body of a skip: the next `count` occurrences, or one `occurrence`."""
+
+    count: int | None = None
+    occurrence: Instant | None = None
+
+
+class PauseUntil(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """The body of a pause-until: nothing fires before `until`."""
+
+    until: Instant
+
+
+class BackfillRange(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """The body of a backfill: the past range [start, end) (`from`, `to` on the wire)."""
+
+    start: Instant = msgspec.field(name="from")
+    end: Instant = msgspec.field(name="to")
+    dry_run: bool = False
 
 
 class SchedulePreview(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -23,6 +24,7 @@ from .retry import retry_after_s
 
 T = TypeVar("T")
 IDEMPOTENCY_HEADER = "Idempotency-Key"
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._~-]{0,199}$")  # the API's job names (schemas/openapi.yaml)
 JSON = "application/json"
 
 
@@ -71,6 +73,14 @@ OPERATIONS = (
     Operation("GET", "/v1/dead-letters", "list_dead_letters", None, m.Page[m.DeadLetter]),
     Operation("POST", "/v1/dead-letters/{run_id}/redrive", "redrive", None, m.Redriven),
     Operation("POST", "/v1/dead-letters/redrive", "redrive_many", m.RedriveFilter, m.BulkRedrive),
+    Operation("PUT", "/v1/jobs/by-name/{name}", "put_job_by_name", m.JobSpec, m.Job),
+    Operation("GET", "/v1/jobs/by-name/{name}", "get_job_by_name", None, m.Job),
+    Operation("PATCH", "/v1/jobs/by-name/{name}", "update_job_by_name", m.JobPatch, m.Job),
+    Operation("DELETE", "/v1/jobs/by-name/{name}", "delete_job_by_name"),
+    Operation("POST", "/v1/jobs/{job_id}/trigger", "trigger_job", m.Trigger, m.RequestedRun),
+    Operation("POST", "/v1/jobs/{job_id}/skip", "skip_occurrences", m.Skip, m.Job),
+    Operation("POST", "/v1/jobs/{job_id}/pause", "pause_until", m.PauseUntil, m.Job),
+    Operation("POST", "/v1/jobs/{job_id}/backfill", "backfill", m.BackfillRange, m.Backfill),
     Operation("GET", "/v1/jobs/{job_id}/history", "list_history", None, m.Page[m.JobChange]),
     Operation("DELETE", "/v1/dead-letters/{run_id}", "purge"),
     Operation("POST", "/v1/dead-letters/purge", "purge_many", m.RedriveFilter, m.BulkPurge),
@@ -231,6 +241,58 @@ def _check_instants(selection: m.RedriveFilter) -> None:
         at = getattr(selection, name)
         if at is not None:
             m.aware(at, name)
+
+
+def put_job_by_name(name: str, spec: m.JobSpec, version: int | None, create_only: bool, key: str | None) -> Call[m.Job]:
+    headers = {} if version is None else {"If-Match": f'"{version}"'}
+    if create_only:
+        headers["If-None-Match"] = "*"
+    return _mutation("PUT", _named(name), _model(m.Job), body=spec, key=key, headers=headers)
+
+
+def get_job_by_name(name: str) -> Call[m.Job]:
+    return Call("GET", _named(name), _model(m.Job))
+
+
+def update_job_by_name(name: str, patch: m.JobPatch, version: int, key: str | None) -> Call[m.Job]:
+    return _mutation("PATCH", _named(name), _model(m.Job), body=patch, key=key, headers={"If-Match": f'"{version}"'})
+
+
+def delete_job_by_name(name: str, version: int | None, key: str | None) -> Call[None]:
+    headers = {} if version is None else {"If-Match": f'"{version}"'}
+    return _mutation("DELETE", _named(name), _nothing, key=key, headers=headers)
+
+
+def trigger_job(job_id: uuid.UUID | str, body: m.Trigger, key: str | None) -> Call[m.RequestedRun]:
+    if body.at is not None:
+        m.aware(body.at, "at")
+    return _mutation("POST", f"/v1/jobs/{_id(job_id)}/trigger", _model(m.RequestedRun), body=body, key=key)
+
+
+def skip_occurrences(job_id: uuid.UUID | str, body: m.Skip, version: int | None, key: str | None) -> Call[m.Job]:
+    headers = {} if version is None else {"If-Match": f'"{version}"'}
+    if body.occurrence is not None:
+        m.aware(body.occurrence, "occurrence")
+    return _mutation("POST", f"/v1/jobs/{_id(job_id)}/skip", _model(m.Job), body=body, key=key, headers=headers)
+
+
+def pause_until(job_id: uuid.UUID | str, body: m.PauseUntil, version: int | None, key: str | None) -> Call[m.Job]:
+    headers = {} if version is None else {"If-Match": f'"{version}"'}
+    m.aware(body.until, "until")
+    return _mutation("POST", f"/v1/jobs/{_id(job_id)}/pause", _model(m.Job), body=body, key=key, headers=headers)
+
+
+def backfill(job_id: uuid.UUID | str, body: m.BackfillRange, key: str | None) -> Call[m.Backfill]:
+    m.aware(body.start, "start")
+    m.aware(body.end, "end")
+    return _mutation("POST", f"/v1/jobs/{_id(job_id)}/backfill", _model(m.Backfill), body=body, key=key)
+
+
+def _named(name: str) -> str:
+    """The path of a job by name; a name with characters the API refuses never reaches the URL."""
+    if not NAME.match(name):
+        raise ValueError(f"{name!r} is not a job name (1 to 200 of A-Z a-z 0-9 . _ ~ -, starting alphanumeric)")
+    return f"/v1/jobs/by-name/{name}"
 
 
 def _id(value: uuid.UUID | str) -> str:

@@ -23,6 +23,17 @@ def run_id_for(job_id: uuid.UUID, scheduled_at: datetime) -> uuid.UUID:
     return uuid.uuid5(job_id, str(epoch_ms(scheduled_at)))
 
 
+def requested_run_id(job_id: uuid.UUID, origin: str, scheduled_at: datetime) -> uuid.UUID:
+    """The run id of a run made on request (`origin` 'trigger' or 'backfill') for the instant `scheduled_at`:
+    never the id of the schedule's own occurrence at that instant, and the same for the same request."""
+    return uuid.uuid5(job_id, f"{origin}:{epoch_ms(scheduled_at)}")
+
+
+def is_schedule_run(run_id: uuid.UUID, job_id: uuid.UUID, scheduled_at_ms: int) -> bool:
+    """Whether `run_id` is the schedule's own occurrence at `scheduled_at_ms` (not a trigger or a backfill)."""
+    return run_id == uuid.uuid5(job_id, str(scheduled_at_ms))
+
+
 def shard_of(job_id: uuid.UUID, shards: int = SHARDS) -> int:
     """The job's shard: the first 8 bytes of blake2b(job_id.bytes), big-endian, mod `shards`."""
     digest = hashlib.blake2b(job_id.bytes, digest_size=8).digest()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.zones import load_zone, resolve
@@ -35,6 +35,11 @@ def _parse_instant(text: str, field: str) -> datetime:
     if stamp.astimezone(tz).utcoffset() != stamp.utcoffset():
         raise ScheduleError(field, f"{text!r}: the offset does not match zone {match['zone']} at that time")
     return stamp.astimezone(UTC)
+
+
+def format_instant(at: datetime, tz: tzinfo = UTC) -> str:
+    """RFC 3339 with an explicit offset and millisecond precision, in `tz` (UTC by default)."""
+    return at.astimezone(tz).isoformat(timespec="milliseconds")
 
 
 def require_aware(at: datetime, field: str) -> None:

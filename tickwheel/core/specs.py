@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeAlias
 
+from tickwheel.core.calendars import NO_EXCLUSIONS, Calendar, Exclusions
 from tickwheel.core.policies import DstGapPolicy, DstRepeatPolicy
 
 
@@ -18,7 +19,8 @@ class OnceSchedule:
 
 @dataclass(frozen=True, slots=True)
 class CronSchedule:
-    """Fire when the wall clock in IANA zone `tz` matches `expr`, with the DST policy (docs/time.md)."""
+    """Fire when the wall clock in IANA zone `tz` matches `expr` or one of `calendars` (each in its own zone),
+    with the DST policy (docs/time.md), except the `exclusions`; nothing before `paused_until`."""
 
     expr: str
     tz: str
@@ -27,6 +29,9 @@ class CronSchedule:
     start_at: datetime | None = None
     end_at: datetime | None = None
     max_runs: int | None = None
+    calendars: tuple[Calendar, ...] = ()
+    exclusions: Exclusions = NO_EXCLUSIONS
+    paused_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +43,8 @@ class IntervalSchedule:
     start_at: datetime | None = None
     end_at: datetime | None = None
     max_runs: int | None = None
+    exclusions: Exclusions = NO_EXCLUSIONS
+    paused_until: datetime | None = None
 
 
 Schedule: TypeAlias = OnceSchedule | CronSchedule | IntervalSchedule
@@ -45,8 +52,11 @@ Schedule: TypeAlias = OnceSchedule | CronSchedule | IntervalSchedule
 
 @dataclass(frozen=True, slots=True)
 class Fire:
-    """One previewed fire: the UTC instant, the same instant in the job's zone, and the DST flag if any."""
+    """One previewed fire: the UTC instant, the same instant in the job's zone, the DST flag if any, the
+    expression that produced it (cron jobs) and, for a fire that will not run, why (`Exclusions.reason`)."""
 
     at_utc: datetime
     local: datetime
     dst: str | None
+    expr: str | None = None
+    excluded: str | None = None

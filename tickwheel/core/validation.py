@@ -21,6 +21,7 @@ def validate_schedule(schedule: Schedule, *, min_interval_s: int) -> None:
         require_aware(schedule.run_at, "schedule.run_at")
         return
     _check_window(schedule)
+    _check_sizes(schedule)
     if isinstance(schedule, IntervalSchedule):
         require_aware(schedule.anchor_at, "schedule.anchor_at")
         if schedule.every_s < max(1, min_interval_s):
@@ -30,18 +31,47 @@ def validate_schedule(schedule: Schedule, *, min_interval_s: int) -> None:
         return
     expr = parse_cron(schedule.expr)
     tz = load_zone(schedule.tz)
-    gap_s = min_gap_s(expr)
-    if gap_s < min_interval_s:
-        raise ScheduleError(
-            "schedule.expr",
-            f"{schedule.expr!r} fires every {gap_s} s, more often than the minimum of {min_interval_s} s",
-        )
+    _check_gap(expr, min_interval_s, "schedule.expr")
+    for i, calendar in enumerate(schedule.calendars):
+        field = f"schedule.calendars[{i}]"
+        try:
+            _check_gap(parse_cron(calendar.expr), min_interval_s, f"{field}.expr")
+        except ScheduleError as exc:
+            raise ScheduleError(f"{field}.expr", exc.message) from None
+        load_zone(calendar.tz, f"{field}.tz")
     if schedule.start_at is not None and schedule.end_at is not None:
         first = next_hit(
             Rules.of(expr, tz, schedule.dst_gap, schedule.dst_repeat), schedule.start_at - timedelta(microseconds=1)
         )
         if first is None or first.at > schedule.end_at:
             raise ScheduleError("schedule.end_at", "the expression never fires between start_at and end_at")
+
+
+MAX_CALENDARS = 20
+MAX_EXCLUDED_DATES = 1000
+MAX_EXCEPTS = 20
+MAX_SKIPPED = 1000
+
+
+def _check_sizes(schedule: CronSchedule | IntervalSchedule) -> None:
+    """Bounds that keep every search over the union and its exclusions short."""
+    calendars = schedule.calendars if isinstance(schedule, CronSchedule) else ()
+    exclusions = schedule.exclusions
+    for field, size, limit in (
+        ("schedule.calendars", len(calendars), MAX_CALENDARS),
+        ("schedule.exclude.dates", len(exclusions.dates), MAX_EXCLUDED_DATES),
+        ("schedule.exclude.except", len(exclusions.crons), MAX_EXCEPTS),
+        ("schedule.skip", len(exclusions.skipped_ms), MAX_SKIPPED),
+    ):
+        if size > limit:
+            raise ScheduleError(field, f"at most {limit} entries, not {size}")
+
+
+def _check_gap(expr: CronExpr, min_interval_s: int, field: str) -> None:
+    gap_s = min_gap_s(expr)
+    if gap_s < min_interval_s:
+        message = f"{expr.text!r} fires every {gap_s} s, more often than the minimum of {min_interval_s} s"
+        raise ScheduleError(field, message)
 
 
 def _check_window(schedule: CronSchedule | IntervalSchedule) -> None:

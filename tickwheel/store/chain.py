@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 
 from schemas.messages import DueRun
+from tickwheel.core.ids import is_schedule_run
 from tickwheel.core.missed import MISSED_AFTER_S, Overlap, overlap_verdict, plan_occurrence
 from tickwheel.core.policies import OverlapPolicy
 from tickwheel.core.schedule import next_fire
@@ -95,6 +96,8 @@ async def chain(
     catch-up policy (an occurrence more than `missed_after_s` late is missed) and its overlap policy."""
     if due.kind != "run" or due.attempt != 0:
         return Step(ChainResult.NOT_RECURRING)
+    if not is_schedule_run(due.run_id, due.job_id, due.scheduled_at_ms):
+        return Step(ChainResult.NOT_RECURRING)  # a triggered or backfilled run: no job read, nothing to chain
     job = await get_job(store, due.job_id)
     if job is None:
         return Step(ChainResult.STALE)

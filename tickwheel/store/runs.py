@@ -62,6 +62,8 @@ class NewRun:
     tolerance_ms: int = 0
     recurring: bool | None = None
     """Whether the job recurs (its first fire chains the next run); None when not known (read the job)."""
+    origin: str | None = None  # None: an occurrence of the schedule; 'trigger' or 'backfill': made on request
+    forced: bool = False  # a triggered run that may run while its job is paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,12 +94,23 @@ INSERT_RUN = (
     "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
     " redrive_count, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?) IF NOT EXISTS USING TTL ?"
 )
+# Runs made on request (origin set) also store origin and forced; a run of the schedule writes no null cells.
+INSERT_RUN_WITH_ORIGIN = (
+    "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
+    " redrive_count, created_at, origin, forced) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'SCHEDULED', 0, 0, ?, ?, ?)"
+    " IF NOT EXISTS USING TTL ?"
+)
 INSERT_BUCKET = (
     "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
     " job_version, scheduled_at, tolerance_ms, recurring) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 UPSERT_HISTORY = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
+)
+# A run made on request names its origin in the history; other upserts leave the column as it is.
+UPSERT_HISTORY_WITH_ORIGIN = (
+    "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at, origin)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
 INSERT_FAR = (
     "INSERT INTO runs_far (day, shard, fire_at, run_id, job_id, tenant_id, lane, job_version, scheduled_at,"
@@ -147,15 +160,28 @@ def first_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
 
 
 def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
-    return UPSERT_HISTORY, [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
+    params = [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
+    if run.origin is None:
+        return UPSERT_HISTORY, params
+    return UPSERT_HISTORY_WITH_ORIGIN, [*params, run.origin]
+
+
+def run_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
+    """The `runs` insert (IF NOT EXISTS) of a run just made, kept until its due time plus the retention; a run
+    made on request also stores its origin and whether it is forced."""
+    params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
+    params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
+    if run.origin is None:
+        return INSERT_RUN, [*params, retention_ttl_s(run.fire_at, now)]
+    return INSERT_RUN_WITH_ORIGIN, [*params, run.origin, run.forced, retention_ttl_s(run.fire_at, now)]
 
 
 def scheduled_history_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
     """The history's row of a run just made, kept until its due time plus the retention: written at its
     occurrence or now, whichever is earlier, so that its claim's row (`running_history_row`) always replaces it."""
     write_time_us = min(_us(run.scheduled_at), _us(now))
-    params = [run.job_id, _ms(run.scheduled_at), run.run_id, RunStatus.SCHEDULED.value, 0, now]
-    return UPSERT_HISTORY + " USING TTL ? AND TIMESTAMP ?", [*params, retention_ttl_s(run.fire_at, now), write_time_us]
+    statement, params = history_row(run, RunStatus.SCHEDULED, 0, now)
+    return statement + " USING TTL ? AND TIMESTAMP ?", [*params, retention_ttl_s(run.fire_at, now), write_time_us]
 
 
 def running_history_row(run: NewRun, attempt: int, now: datetime) -> tuple[str, list[Any]]:
@@ -185,14 +211,10 @@ def _us(at: datetime) -> int:
     return int(_ms(at).timestamp() * 1000) * 1000
 
 
-INSERT_NEW_RUN = INSERT_RUN.replace(" IF NOT EXISTS", "")
-
-
 def new_run_rows(run: NewRun, now: datetime) -> list[tuple[str, list[Any]]]:
     """The rows of a run that cannot exist yet (the first run of a job just made): no condition needed."""
-    params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
-    params += [_ms(run.scheduled_at), _ms(run.fire_at), now, retention_ttl_s(run.fire_at, now)]
-    return [(INSERT_NEW_RUN, params), first_row(run, now), scheduled_history_row(run, now)]
+    statement, params = run_row(run, now)
+    return [(statement.replace(" IF NOT EXISTS", ""), params), first_row(run, now), scheduled_history_row(run, now)]
 
 
 async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
@@ -201,9 +223,7 @@ async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     Writing the same occurrence twice is harmless: the `runs` row is only inserted if absent, and the bucket row
     is only (re)written while the run is still SCHEDULED, so a finished run is never revived.
     """
-    params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
-    params += [_ms(run.scheduled_at), _ms(run.fire_at), now, retention_ttl_s(run.fire_at, now)]
-    applied, current = await store.applied(INSERT_RUN, params)
+    applied, current = await store.applied(*run_row(run, now))
     if not applied and current.get("status") != RunStatus.SCHEDULED:
         return False
     await store.batch([first_row(run, now), scheduled_history_row(run, now)])

@@ -25,6 +25,7 @@ from .common import EXIT_API_ERROR, EXIT_USAGE, Session, fail
 from .jobs import jobs
 from .output import OUTPUT_KEY
 from .runs import dlq, runs
+from .schedules import apply  # noqa: F401  (registers apply, trigger, skip, pause-until, backfill on jobs)
 
 SERVER_CLI = "tickwheel.cli"
 

@@ -206,3 +206,25 @@ async def test_edit_without_flags_opens_the_editor_on_the_definition_and_sends_w
     unchanged = await tickwheel("jobs", "edit", job["id"], env={"EDITOR": "true"})
     assert unchanged.code == 0 and "no change" in unchanged.err
     assert (await tickwheel("jobs", "get", job["id"], "-o", "json")).json()["version"] == 2
+
+
+async def test_the_cli_applies_triggers_skips_pauses_and_backfills(tickwheel: Run, tmp_path: Path) -> None:
+    definition = tmp_path / "report.yaml"
+    definition.write_text(
+        "schedule: {type: cron, expr: '0 * * * *'}\ntarget: {type: http, url: 'https://example.com/hook'}\n"
+    )
+    made = (await tickwheel("jobs", "apply", "hourly-report", "-f", str(definition), "-o", "json")).json()
+    again = (await tickwheel("jobs", "apply", "hourly-report", "-f", str(definition), "-o", "json")).json()
+    assert (again["id"], again["version"]) == (made["id"], 1)
+    run = (await tickwheel("jobs", "trigger", made["id"], "-o", "json")).json()
+    assert run["origin"] == "trigger"
+    skipped = (await tickwheel("jobs", "skip", made["id"], "-n", "1", "-o", "json")).json()
+    assert len(skipped["schedule"]["skip"]) == 1
+    until = (datetime.now(UTC) + timedelta(hours=2)).isoformat()
+    paused = (await tickwheel("jobs", "pause-until", made["id"], until, "-o", "json")).json()
+    assert paused["schedule"]["pausedUntil"] is not None
+    planned = (await tickwheel("jobs", "backfill", made["id"], "--from", "3h", "--to", "1h", "--dry-run",
+                               "-o", "json")).json()  # fmt: skip
+    assert planned["dry_run"] is True and planned["count"] == 2
+    usage = await tickwheel("jobs", "skip", made["id"])
+    assert usage.code == 2

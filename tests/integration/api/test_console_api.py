@@ -87,7 +87,9 @@ async def test_schedule_preview_shows_local_times_and_dst_marks_of_an_unsaved_sc
     assert answer.status == 200 and len(fires) == 3
     # 02:30 does not exist on 29 March in Paris: the default policy runs it just after the gap, marked
     assert fires[0]["dst"] is not None and fires[0]["local"].startswith("2026-03-29T03:00")
-    assert fires[1] == {"at": "2026-03-30T00:30:00.000+00:00", "local": "2026-03-30T02:30:00+02:00", "dst": None}
+    assert fires[1] == {
+        "at": "2026-03-30T00:30:00.000+00:00", "local": "2026-03-30T02:30:00+02:00", "dst": None, "expr": "30 2 * * *",
+    }  # fmt: skip
 
 
 @pytest.mark.parametrize(

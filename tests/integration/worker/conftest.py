@@ -116,8 +116,10 @@ class Scene:
         at: datetime | None = None,
         lane: Lane = "default",
         notify: NotifyDoc | None = None,
+        **definition_fields: Any,
     ) -> NewRun:
-        """Write an ACTIVE job and its run due `at` (default now); the firer will fire it."""
+        """Write an ACTIVE job and its run due `at` (default now); the firer will fire it. `definition_fields` are
+        further JobDefinition fields (name, payload_template, ...)."""
         job_id = uuid.uuid4()
         scheduled_at = (at or now_utc()).replace(microsecond=(at or now_utc()).microsecond // 1000 * 1000)
         definition = JobDefinition(
@@ -128,6 +130,7 @@ class Scene:
             alert_url=alert_url,
             priority=lane,
             notify=notify,
+            **definition_fields,
         )
         shard = shard_of(job_id, self.settings.shards)
         await self.store.execute(
