@@ -20,7 +20,7 @@ from tickwheel.core.targets import default_topic_prefix
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
-from tickwheel.store import names
+from tickwheel.store import names, run_history
 from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
@@ -190,9 +190,7 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
     """The newest run whose time has come (the scheduled next run is reported as `next_run_at`). The history
     records outcomes; a run it still shows SCHEDULED may have started since, which only its run row tells."""
     store = api_of(request).store
-    rows = await store.execute(
-        "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT 5", [job.job_id]
-    )
+    rows = await run_history.latest(store, job.job_id, 5)
     now = api_of(request).clock()
     for row in rows:
         scheduled_at = to_utc(row["scheduled_at"])

@@ -51,7 +51,7 @@ async def readyz(request: web.Request) -> web.Response:
 
 
 async def _cassandra(api: Api) -> None:
-    await api.store.execute("SELECT release_version FROM system.local")
+    await api.store.ping()
 
 
 async def _kafka(api: Api) -> None:

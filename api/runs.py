@@ -8,6 +8,7 @@ from typing import Any
 from aiohttp import web
 
 from tickwheel.errors import Conflict, InvalidInput, NotFound
+from tickwheel.store import run_history
 from tickwheel.store import runs as run_store
 from tickwheel.store.cassandra import Row
 from tickwheel.store.runs import RunStatus
@@ -37,17 +38,13 @@ async def list_runs(request: web.Request) -> web.Response:
     api, tenant = api_of(request), tenant_of(request)
     job = await job_for_tenant(request)
     status = request.query.get("status")
-    cql = "SELECT * FROM runs_by_job WHERE job_id = ?"
-    params: list[Any] = [job.job_id]
-    if status is not None:
-        if status not in STATUSES:
-            raise InvalidInput(f"status must be one of {', '.join(sorted(STATUSES))}", field="status")
-        cql += " AND status = ? ALLOW FILTERING"  # inside the job's partition only
-        params.append(status)
+    if status is not None and status not in STATUSES:
+        raise InvalidInput(f"status must be one of {', '.join(sorted(STATUSES))}", field="status")
     scope = f"runs|{job.job_id}|{status}"
-    rows, next_cursor = await api.store.page(
-        cql,
-        params,
+    rows, next_cursor = await run_history.page_of_job(
+        api.store,
+        job.job_id,
+        status,
         page_size=page_limit(request, api.settings.api.page_size_max),
         cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),
     )

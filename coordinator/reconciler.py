@@ -26,13 +26,12 @@ from tickwheel.store.audit import version_started_at
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import is_recurring
-from tickwheel.store.jobs import Job, JobState, job_of, run_of
+from tickwheel.store.jobs import Job, JobState, job_of, run_of, scan_page
 from tickwheel.store.run_history import scheduled_between
 from tickwheel.store.runs import create_run
 
 log = logging.getLogger(__name__)
 
-SCAN_JOBS = "SELECT * FROM jobs"
 ONE_MS = timedelta(milliseconds=1)
 
 OnMissed = Callable[[Job, Finding], Awaitable[None]]
@@ -60,8 +59,8 @@ class Reconciler:
         self._reported = {key: until for key, until in self._reported.items() if until > now}
         cursor: str | None = None
         while True:
-            rows, cursor = await self.store.page(
-                SCAN_JOBS, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
+            rows, cursor = await scan_page(
+                self.store, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
             )
             for row in rows:
                 if row["state"] != JobState.ACTIVE or not row["definition"]:

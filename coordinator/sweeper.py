@@ -19,20 +19,29 @@ from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.missed import Plan, plan_occurrence
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
-from tickwheel.store import operator
+from tickwheel.store import operator, run_history
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.chain import ChainResult, is_recurring, point_job
-from tickwheel.store.jobs import Job, job_of, run_of
-from tickwheel.store.runs import NewRun, RunKind, bucket_row, cancel, create_run, get_run, new_run_of
+from tickwheel.store.jobs import Job, job_of, run_of, scan_page
+from tickwheel.store.runs import (
+    NewRun,
+    RunKind,
+    RunStatus,
+    bucket_row,
+    cancel,
+    create_run,
+    due_state,
+    get_run,
+    move_due,
+    new_run_of,
+)
 
 log = logging.getLogger(__name__)
 
-SCAN_JOBS = "SELECT * FROM jobs"
-SELECT_RUN = "SELECT status, attempt, due_at FROM runs WHERE run_id = ?"
-REFIRE_RUN = "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = 'SCHEDULED' AND attempt = 0"
-MOVE_RETRY = "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = 'RETRY' AND attempt = ?"
-SELECT_RECENT_RUNS = "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at <= ? LIMIT 3"
+STRANDED_CHECKED = 3
+"""How many of a job's newest history rows (due before the grace) the stranded-run check reads per pass."""
+
 FINAL_STATUSES = frozenset({"SUCCEEDED", "DEAD", "CANCELLED"})
 
 
@@ -106,8 +115,8 @@ class Sweeper:
         done: dict[Repair, int] = {}
         cursor: str | None = None
         while True:
-            rows, cursor = await self.store.page(
-                SCAN_JOBS, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
+            rows, cursor = await scan_page(
+                self.store, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
             )
             for row in rows:
                 for repair in (await self.check(row, now), *await self.check_stranded(row, now)):
@@ -149,7 +158,7 @@ class Sweeper:
         """Repair the job's recent runs that started (or failed) and have nothing left to fire them: the newest
         few history rows due before the grace, read through their run rows (the history records outcomes only)."""
         repairs = []
-        history = await self.store.execute(SELECT_RECENT_RUNS, [row["job_id"], (now - self.grace).replace(tzinfo=None)])
+        history = await run_history.latest_before(self.store, row["job_id"], now - self.grace, STRANDED_CHECKED)
         for entry in history:
             if entry["status"] in FINAL_STATUSES:
                 continue
@@ -179,15 +188,15 @@ class Sweeper:
         kind = RunKind.LEASE_CHECK if repair is Repair.LEASE_LAPSED else RunKind.RUN
         await self.store.execute(*bucket_row(run, fire_at=now, attempt=held.attempt, kind=kind))
         if repair is Repair.RETRY_UNFIRED:
-            await self.store.applied(MOVE_RETRY, [now.replace(tzinfo=None), run.run_id, held.attempt])
+            await move_due(self.store, run.run_id, RunStatus.RETRY, held.attempt, now)
         await self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
 
     async def _run(self, run_id: uuid.UUID) -> RunView | None:
-        rows = await self.store.execute(SELECT_RUN, [run_id])
-        if not rows:
+        row = await due_state(self.store, run_id)
+        if row is None:
             return None
-        due = rows[0]["due_at"]
-        return RunView(rows[0]["status"], rows[0]["attempt"] or 0, due.replace(tzinfo=UTC) if due else None)
+        due = row["due_at"]
+        return RunView(row["status"], row["attempt"] or 0, due.replace(tzinfo=UTC) if due else None)
 
     async def _repair(
         self, repair: Repair, job: Job, next_run_at: datetime, now: datetime, plan: Plan | None = None
@@ -199,7 +208,7 @@ class Sweeper:
         fire_at = next_run_at if repair is Repair.RECREATE else now
         run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id)
         if repair is Repair.REFIRE:  # its due time moves to now, so the next pass does not repair it again
-            await self.store.applied(REFIRE_RUN, [fire_at.replace(tzinfo=None), run.run_id])
+            await move_due(self.store, run.run_id, RunStatus.SCHEDULED, 0, fire_at)
         await create_run(self.store, run, now)
         await self._announce(run, now)
 

@@ -16,7 +16,9 @@ from tickwheel.core.targets import default_topic_prefix
 from tickwheel.egress import canonical_host
 from tickwheel.settings import WorkerSettings
 from tickwheel.store.cassandra import CassandraStore, Row
+from tickwheel.store.jobs import read_state
 from tickwheel.store.runs import NewRun
+from tickwheel.store.tenants import call_settings
 
 TENANT_CACHE_S = 30.0
 
@@ -88,12 +90,7 @@ class TenantCache:
             raise
 
     async def _read(self, tenant_id: str) -> Tenant:
-        rows = await self.store.execute(
-            "SELECT signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url, notify_events"
-            " FROM tenants WHERE tenant_id = ?",
-            [tenant_id],
-        )
-        row = rows[0] if rows else {}
+        row = await call_settings(self.store, tenant_id)
         tenant = Tenant(
             tenant_id=tenant_id,
             signing_secrets=tuple(row.get("signing_secrets") or ()),
@@ -107,5 +104,5 @@ class TenantCache:
 
 
 async def read_job(store: CassandraStore, job_id: uuid.UUID) -> Row | None:
-    rows = await store.execute("SELECT state, version, definition FROM jobs WHERE job_id = ?", [job_id])
-    return rows[0] if rows else None
+    """The job's state, version and definition (None: no such job)."""
+    return await read_state(store, job_id)

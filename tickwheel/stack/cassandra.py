@@ -168,12 +168,14 @@ def command(stack_dir: Path) -> list[str]:
 
 
 def probe(endpoint: str) -> str:
-    """`SELECT release_version FROM system.local` through the Python driver."""
+    """The server's release version, read with the store's readiness statement through the Python driver."""
     host, port = host_port(endpoint, 9042)
     if not port_open(host, port):
         raise StackError(f"nothing listens on {host}:{port}")
     from cassandra.cluster import Cluster  # deferred: the driver is slow to import
     from cassandra.policies import DCAwareRoundRobinPolicy
+
+    from tickwheel.store.cassandra import SERVER_VERSION
 
     cluster = Cluster(
         contact_points=[host],
@@ -185,7 +187,7 @@ def probe(endpoint: str) -> str:
     )
     try:
         session = cluster.connect()
-        row = session.execute("SELECT release_version FROM system.local", timeout=5).one()
+        row = session.execute(SERVER_VERSION, timeout=5).one()
     except Exception as exc:  # the driver raises NoHostAvailable, OperationTimedOut, ...
         raise StackError(f"CQL query failed: {exc}") from exc
     finally:

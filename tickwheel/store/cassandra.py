@@ -31,6 +31,9 @@ from tickwheel.settings import CassandraSettings, host_port
 
 log = logging.getLogger(__name__)
 
+SERVER_VERSION = "SELECT release_version FROM system.local"
+"""The read every live node answers: readiness probes here and in the local stack."""
+
 Row = dict[str, Any]
 _CONDITION = re.compile(r"\bIF\b", re.IGNORECASE)
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionError, OSError)
@@ -135,6 +138,10 @@ class CassandraStore:
         metrics.cql_statements.labels("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)
+
+    async def ping(self) -> None:
+        """One cheap read that any live node answers (readiness probes)."""
+        await self.execute(SERVER_VERSION)
 
     async def execute_raw(self, cql: str) -> None:
         """Run unprepared DDL (migrations)."""

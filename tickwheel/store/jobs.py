@@ -264,3 +264,14 @@ async def reschedule(
             # The same occurrence was cancelled earlier (paused, then resumed before it): schedule it again.
             await runs.revive(store, next_run, now)
     return True, None
+
+
+async def scan_page(store: CassandraStore, *, page_size: int, cursor: str | None) -> tuple[list[Row], str | None]:
+    """One page of the whole jobs table (the sweeper's and the reconciler's passes) and the cursor of the next."""
+    return await store.page("SELECT * FROM jobs", page_size=page_size, cursor=cursor)
+
+
+async def read_state(store: CassandraStore, job_id: uuid.UUID) -> Row | None:
+    """The job's state, version and definition: what a worker checks before calling (None: no such job)."""
+    rows = await store.execute("SELECT state, version, definition FROM jobs WHERE job_id = ?", [job_id])
+    return rows[0] if rows else None

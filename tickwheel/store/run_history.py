@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.runs import to_utc
 
 
@@ -26,3 +27,30 @@ async def scheduled_between(
         [job_id, after, until],
     )
     return [at for at in (to_utc(row["scheduled_at"]) for row in rows) if at is not None]
+
+
+async def latest(store: CassandraStore, job_id: uuid.UUID, limit: int) -> list[Row]:
+    """The job's newest `limit` history rows (run_id, scheduled_at, status, attempt), newest first."""
+    return await store.execute(
+        "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT ?", [job_id, limit]
+    )
+
+
+async def page_of_job(
+    store: CassandraStore, job_id: uuid.UUID, status: str | None, *, page_size: int, cursor: str | None
+) -> tuple[list[Row], str | None]:
+    """One page of the job's history, newest first, optionally of one status (filtered inside the partition)."""
+    cql = "SELECT * FROM runs_by_job WHERE job_id = ?"
+    params: list[Any] = [job_id]
+    if status is not None:
+        cql += " AND status = ? ALLOW FILTERING"  # inside the job's partition only
+        params.append(status)
+    return await store.page(cql, params, page_size=page_size, cursor=cursor)
+
+
+async def latest_before(store: CassandraStore, job_id: uuid.UUID, before: datetime, limit: int) -> list[Row]:
+    """The job's newest `limit` history rows (run_id, status) scheduled at or before `before`."""
+    return await store.execute(
+        "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at <= ? LIMIT ?",
+        [job_id, before.astimezone(UTC).replace(tzinfo=None), limit],
+    )

@@ -476,3 +476,18 @@ async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     if applied:
         await store.batch([first_row(run, now), scheduled_history_row(run, now)])
     return applied
+
+
+async def due_state(store: CassandraStore, run_id: uuid.UUID) -> Row | None:
+    """The run's status, attempt and due time (the sweeper's view), or None when it has no row."""
+    rows = await store.execute("SELECT status, attempt, due_at FROM runs WHERE run_id = ?", [run_id])
+    return rows[0] if rows else None
+
+
+async def move_due(store: CassandraStore, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+    """Move a run's due time if it is still `status` at `attempt` (a sweeper repair re-firing it)."""
+    applied, _ = await store.applied(
+        "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = ? AND attempt = ?",
+        [due_at.astimezone(UTC).replace(tzinfo=None), run_id, status.value, attempt],
+    )
+    return applied

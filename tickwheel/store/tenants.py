@@ -215,3 +215,14 @@ async def rotate_signing_secret(store: CassandraStore, tenant_id: str) -> Tenant
     kept = [generate_secret(), *tenant.signing_secrets][:SECRETS_KEPT]
     await store.execute("UPDATE tenants SET signing_secrets = ? WHERE tenant_id = ?", [kept, tenant_id])
     return dataclasses.replace(tenant, signing_secrets=tuple(kept))
+
+
+async def call_settings(store: CassandraStore, tenant_id: str) -> Row:
+    """What a worker needs of a tenant to make its calls (secrets, Kafka prefix, caps, notifications); empty
+    when the tenant has no row."""
+    rows = await store.execute(
+        "SELECT signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url, notify_events"
+        " FROM tenants WHERE tenant_id = ?",
+        [tenant_id],
+    )
+    return rows[0] if rows else {}
