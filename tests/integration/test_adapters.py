@@ -62,6 +62,17 @@ async def test_a_message_produced_with_acks_all_is_consumed(settings: Settings, 
     assert [(r.value, r.key, r.offset, r.headers) for r in records] == [(b"hello", b"k", offset, (("run-id", b"r1"),))]
 
 
+async def test_many_messages_sent_at_once_are_each_acknowledged_at_their_own_offset(
+    settings: Settings, namespace: str
+) -> None:
+    topic = f"{namespace}.many"
+    await ensure_topics(settings.kafka, {topic: 1})
+    producer = KafkaProducer(settings.kafka)
+    acks = await asyncio.gather(*(producer.send(topic, b"%d" % i) for i in range(200)))
+    await producer.close()
+    assert sorted(acks) == [(0, offset) for offset in range(200)]  # a fresh topic: every offset once
+
+
 async def test_an_ephemeral_znode_is_gone_after_its_session_closes(settings: Settings, namespace: str) -> None:
     zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
     await zk.start()
