@@ -56,7 +56,8 @@ async def test_an_invalid_item_is_refused_naming_it_and_its_field_while_the_othe
 
 
 async def test_a_bad_envelope_is_a_422_naming_jobs_and_creates_nothing(alice: Caller) -> None:
-    for body in ([], {"jobs": {}}, {"jobs": []}, {"jobs": bodies(501)}):
+    bad: tuple[Any, ...] = ([], {"jobs": {}}, {"jobs": []}, {"jobs": bodies(501)})
+    for body in bad:
         answer = await alice.call("POST", "/v1/jobs/batch", json=body)
         assert answer.status == 422, body
         assert answer.content_type == "application/problem+json"
