@@ -11,6 +11,7 @@ what is missing and answers the same jobs for the rest (`replayed`).
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from typing import Any
 
@@ -26,6 +27,7 @@ from .problems import error_document
 from .responses import job_document, json_response
 from .wire import parse_json
 
+log = logging.getLogger(__name__)
 routes = web.RouteTableDef()
 
 MAX_ITEMS = 500
@@ -72,6 +74,8 @@ async def _create_item(request: web.Request, body: bytes, index: int, document: 
         job_id = keyed.job_id if keyed else uuid.uuid4()
         job, replayed = await create(request, definition, schedule, job_id, now, keyed)
     except TickwheelError as exc:
+        if exc.status >= 500:  # as the error middleware logs a single create's
+            log.warning("POST /v1/jobs/batch item %d answered %s: %s", index, exc.status, exc.message)
         field = f"jobs[{index}].{exc.field}" if exc.field and exc.field != "Idempotency-Key" else exc.field
         return {"index": index, "status": exc.status, "problem": error_document(exc, field=field or f"jobs[{index}]")}
     return {"index": index, "status": 201, "replayed": replayed, "job": job_document(job)}

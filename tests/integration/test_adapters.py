@@ -96,6 +96,21 @@ async def test_redis_round_trip_under_a_key_prefix(settings: Settings, namespace
     await client.close()
 
 
+async def test_a_burst_beyond_the_pool_waits_for_connections_instead_of_failing(
+    settings: Settings, namespace: str
+) -> None:
+    redis = RedisClient(settings.redis, prefix=f"{namespace}:")
+    key = redis.key("burst")
+    try:  # a batch create's items and a worker's runs: far more commands at once than pooled connections
+        counts = await asyncio.gather(*(redis.redis.incr(key) for _ in range(400)))
+        scripted = await asyncio.gather(*(redis.run_script("return ARGV[1]", [key], [i]) for i in range(400)))
+    finally:
+        await redis.redis.delete(key)
+        await redis.close()
+    assert sorted(counts) == list(range(1, 401))
+    assert scripted == [str(i).encode() for i in range(400)]
+
+
 async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settings) -> None:
     from tickwheel.errors import Unavailable
 

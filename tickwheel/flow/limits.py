@@ -18,14 +18,11 @@ wait, so the run is deferred, not tried. Host names are normalised (`canonical_h
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import uuid
 from dataclasses import dataclass
 from typing import Any
-
-from redis.exceptions import NoScriptError
 
 from tickwheel import metrics
 from tickwheel.egress import canonical_host
@@ -36,8 +33,6 @@ from tickwheel.settings import WorkerSettings
 log = logging.getLogger(__name__)
 
 BREAKER_SLOTS = 6
-# redis.asyncio's pool refuses a 101st connection instead of queueing; calls beyond this wait their turn here.
-REDIS_CALLS_IN_FLIGHT = 64
 
 ACQUIRE = """
 local tenant_slots, host_slots, bucket, breaker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -172,7 +167,6 @@ class FlowLimits:
     def __init__(self, settings: WorkerSettings, redis: RedisClient):
         self.settings = settings
         self.redis = redis
-        self._scripts = ScriptBatcher(redis, (ACQUIRE, RELEASE))
 
     def _keys(self, tenant: str, host: str) -> dict[str, str]:
         host = canonical_host(host)
@@ -196,7 +190,7 @@ class FlowLimits:
         args += [max(rate, 1.0), hold_ms, self.settings.breaker_min_tenants]
         keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
-            allowed, reason, wait_ms, probe = await self._scripts.call(ACQUIRE, keys, args)
+            allowed, reason, wait_ms, probe = await self.redis.run_script(ACQUIRE, keys, args)
         except REDIS_DOWN as exc:
             metrics.backend_errors.labels("redis").inc()
             log.warning("flow limits unavailable, calling without them: %s", exc)
@@ -214,7 +208,7 @@ class FlowLimits:
         args += [int(s.breaker_window_s * 1000), s.breaker_min_calls, int(s.breaker_open_s * 1000), permit.tenant]
         keys = [k["tenant"], k["host"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
-            result = await self._scripts.call(RELEASE, keys, args)
+            result = await self.redis.run_script(RELEASE, keys, args)
         except REDIS_DOWN as exc:
             metrics.backend_errors.labels("redis").inc()
             log.warning("flow limits unavailable, slot left to expire: %s", exc)
@@ -231,63 +225,6 @@ class FlowLimits:
         except REDIS_DOWN as exc:
             raise Unavailable(f"Redis is unavailable: {exc}") from exc
         return int(value) if value is not None else None
-
-
-class ScriptBatcher:
-    """Lua script calls of many runs sent as one Redis pipeline: the calls made while the event loop runs one
-    round go out together after it, so a worker with hundreds of runs in flight pays one round trip (and one
-    pooled connection) per round instead of one per call. Each call still gets its own answer or error."""
-
-    def __init__(self, redis: RedisClient, sources: tuple[str, ...]):
-        self.redis = redis
-        self._sha = {source: redis.redis.register_script(source).sha for source in sources}
-        self._queued: list[tuple[str, list[str], list[Any], asyncio.Future[Any]]] = []
-        self._gate = asyncio.Semaphore(REDIS_CALLS_IN_FLIGHT)  # pipelines in flight at once
-
-    async def call(self, source: str, keys: list[str], args: list[Any]) -> Any:
-        """Run one registered script with `keys` and `args` in the next pipeline; its answer, or its error."""
-        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if not self._queued:
-            asyncio.get_running_loop().call_soon(self._flush_soon)
-        self._queued.append((source, keys, args, answer))
-        return await answer
-
-    def _flush_soon(self) -> None:
-        queued, self._queued = self._queued, []
-        task = asyncio.ensure_future(self._send(queued))
-        task.add_done_callback(_retrieve)
-
-    async def _send(self, queued: list[tuple[str, list[str], list[Any], asyncio.Future[Any]]]) -> None:
-        try:
-            async with self._gate:
-                answers = await self._pipeline(queued)
-                if any(isinstance(a, NoScriptError) for a in answers):  # Redis restarted or flushed its scripts
-                    for source in {source for source, *_ in queued}:
-                        await self.redis.redis.script_load(source)
-                    answers = await self._pipeline(queued)
-        except BaseException as exc:  # the connection failed: every call of the pipeline sees it
-            for *_, answer in queued:
-                if not answer.done():
-                    answer.set_exception(exc)
-            return
-        for (*_, answer), value in zip(queued, answers, strict=True):
-            if answer.done():
-                continue
-            if isinstance(value, Exception):
-                answer.set_exception(value)
-            else:
-                answer.set_result(value)
-
-    async def _pipeline(self, queued: list[tuple[str, list[str], list[Any], asyncio.Future[Any]]]) -> list[Any]:
-        pipe = self.redis.redis.pipeline(transaction=False)
-        for source, keys, args, _ in queued:
-            pipe.evalsha(self._sha[source], len(keys), *keys, *args)
-        return list(await pipe.execute(raise_on_error=False))
-
-
-def _retrieve(task: asyncio.Task[None]) -> None:
-    if not task.cancelled():
-        task.exception()
 
 
 def _text(value: Any) -> str:
