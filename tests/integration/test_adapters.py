@@ -27,6 +27,21 @@ async def test_a_row_written_at_quorum_is_read_back(store: CassandraStore, names
     assert store.settings.consistency == "QUORUM"
 
 
+async def test_a_process_prepares_its_statements_at_start_up(settings: Settings) -> None:
+    from tickwheel.store import jobs, runs
+    from tickwheel.store.cassandra import statements_of
+
+    statements = statements_of(jobs, runs)
+    hot = {runs.CLAIM, runs.FINISH, runs.INSERT_CALL_ATTEMPT, jobs.READ_STATE, jobs.INSERT_KEYED_JOB}
+    assert hot <= set(statements)
+    store = await CassandraStore.connect(settings.cassandra)
+    try:
+        assert await store.prepare_all([*statements, "SELECT nothing FROM no_such_table"]) == len(statements)
+        assert set(statements) <= set(store._prepared)
+    finally:
+        await store.close()
+
+
 async def test_paging_returns_every_row_once_through_cursors(store: CassandraStore, namespace: str) -> None:
     for _ in range(7):
         await store.execute(

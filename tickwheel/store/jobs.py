@@ -110,6 +110,7 @@ INSERT_KEYED_JOB = (
     " fired_count, created_at, updated_at, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)"
     " IF NOT EXISTS"
 )
+READ_STATE = "SELECT state, version, definition FROM jobs WHERE job_id = ?"
 INSERT_LISTING = "INSERT INTO jobs_by_tenant (tenant_id, job_id, state, labels, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -286,5 +287,5 @@ async def scan_page(store: CassandraStore, *, page_size: int, cursor: str | None
 
 async def read_state(store: CassandraStore, job_id: uuid.UUID) -> Row | None:
     """The job's state, version and definition: what a worker checks before calling (None: no such job)."""
-    rows = await store.execute("SELECT state, version, definition FROM jobs WHERE job_id = ?", [job_id])
+    rows = await store.execute(READ_STATE, [job_id])
     return rows[0] if rows else None

@@ -262,6 +262,15 @@ CLAIM = (
     "UPDATE runs SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
     " WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY') AND attempt = ? AND job_version = ?"
 )
+FINISH = (
+    "UPDATE runs SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?, lease_until = null"
+    " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?"
+)
+INSERT_CALL_ATTEMPT = (
+    "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
+    " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)"
+)
+LEASE_STATE = "SELECT status, attempt, lease_until FROM runs WHERE run_id = ?"
 
 
 async def claim(
@@ -294,7 +303,7 @@ async def claim(
 async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
     """Whether `attempt` still holds the run past its lease: what a lease check row must find to be worth a
     worker's time (most runs finish inside their lease, and their lease check ends here)."""
-    rows = await store.execute("SELECT status, attempt, lease_until FROM runs WHERE run_id = ?", [run_id])
+    rows = await store.execute(LEASE_STATE, [run_id])
     if not rows or rows[0]["status"] != RunStatus.RUNNING or rows[0]["attempt"] != attempt:
         return False
     lease_until = to_utc(rows[0]["lease_until"])
@@ -329,8 +338,7 @@ async def finish(
     if result.status is RunStatus.RETRY and result.retry_at is not None:
         await store.execute(*bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
     applied, current = await store.applied(
-        "UPDATE runs SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?, lease_until = null"
-        " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
+        FINISH,
         [result.status.value, now, result.response_code, result.error, due_at, run.run_id, attempt],
     )
     if not applied and (current.get("status"), current.get("attempt")) != (result.status.value, attempt):
@@ -339,8 +347,7 @@ async def finish(
         [
             outcome_history_row(run, result.status, attempt, now, started_at),
             (
-                "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
-                " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)",
+                INSERT_CALL_ATTEMPT,
                 [
                     run.run_id,
                     attempt,
