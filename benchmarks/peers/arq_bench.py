@@ -5,7 +5,9 @@ benchmark shares nothing with tickwheel's or Celery's keys and cleans up only it
 process (`arq`, one asyncio loop, `max_jobs` calls in flight), started and stopped by the benchmark. The run id
 is arq's job id, so a second enqueue of the same run is refused by arq itself.
 
-    .venv/bin/python -m benchmarks.peers.arq_bench --runs 2000 --window 60
+    /tmp/peers/bin/python -m benchmarks.peers.arq_bench --runs 2000 --window 60
+
+arq pins redis<6, so it runs from a venv of its own (see pyproject.toml), never the project's.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ async def call_sink(ctx: dict[str, Any], url: str, run_id: str) -> int:
     headers = {"content-type": "application/json", "webhook-id": run_id, "idempotency-key": run_id}
     async with ctx["http"].post(url, data=body, headers=headers) as answer:
         answer.raise_for_status()
-        return answer.status
+        return int(answer.status)
 
 
 async def _startup(ctx: dict[str, Any]) -> None:

@@ -19,14 +19,21 @@ from benchmarks.peers.harness import BenchResult, System
 
 
 def _factories() -> dict[str, Callable[[argparse.Namespace], System]]:
-    from benchmarks.peers import apscheduler_bench, arq_bench, celery_bench, tickwheel_bench
+    from benchmarks.peers import apscheduler_bench, celery_bench, tickwheel_bench
 
     return {
         "tickwheel": tickwheel_bench.make,
         "celery": lambda args: celery_bench.CelerySystem(args.concurrency),
         "apscheduler": lambda args: apscheduler_bench.APSchedulerSystem(args.concurrency),
-        "arq": lambda args: arq_bench.ArqSystem(args.max_jobs),
+        "arq": _arq,
     }
+
+
+def _arq(args: argparse.Namespace) -> System:
+    """arq pins redis<6, so it lives in a venv of its own (pyproject.toml): imported only when it runs."""
+    from benchmarks.peers import arq_bench
+
+    return arq_bench.ArqSystem(args.max_jobs)
 
 
 def markdown(results: list[BenchResult]) -> str:

@@ -38,7 +38,7 @@ class RedisClient:
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
             health_check_interval=15,
         )
-        self.redis = aioredis.Redis(connection_pool=pool)
+        self.redis: Any = aioredis.Redis(connection_pool=pool)  # redis-py types commands sync-or-async
         self.prefix = settings.key_prefix if prefix is None else prefix
         self._scripts = ScriptBatcher(self.redis)
 
