@@ -6,7 +6,14 @@ import ipaddress
 
 import pytest
 
-from tickwheel.egress import EgressPolicy, canonical_authority, canonical_host, literal_address, numeric_ipv4, refusal_reason
+from tickwheel.egress import (
+    EgressPolicy,
+    canonical_authority,
+    canonical_host,
+    literal_address,
+    numeric_ipv4,
+    refusal_reason,
+)
 from tickwheel.errors import EgressRefused
 
 REFUSED_LITERALS = [
