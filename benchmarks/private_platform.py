@@ -159,6 +159,8 @@ def down(args: argparse.Namespace) -> int:
         names.append("cassandra")  # only a private one: the shared servers are linked, never stopped here
     for name in names:
         print(f"{name}: {'stopped' if process.terminate(stack_dir, name) else 'not running'}")
+        if name.startswith("worker-"):
+            (stack_dir / name / "port").unlink(missing_ok=True)  # the next `up` may run fewer workers
     return 0
 
 
