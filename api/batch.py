@@ -79,3 +79,9 @@ async def _create_item(request: web.Request, body: bytes, index: int, document: 
         field = f"jobs[{index}].{exc.field}" if exc.field and exc.field != "Idempotency-Key" else exc.field
         return {"index": index, "status": exc.status, "problem": error_document(exc, field=field or f"jobs[{index}]")}
     return {"index": index, "status": 201, "replayed": replayed, "job": job_document(job)}
+
+
+@routes.route("*", "/v1/jobs/batch")
+async def other_methods(request: web.Request) -> web.Response:
+    """Only POST is here: another method is a 405, not a read or change of a job whose id would be "batch"."""
+    raise web.HTTPMethodNotAllowed(request.method, ["POST"])
