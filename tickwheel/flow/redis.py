@@ -115,5 +115,6 @@ class ScriptBatcher:
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
+    """Mark a pipeline task's failure as seen: its callers got it through their answers already."""
     if not task.cancelled():
         task.exception()
