@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.peers import harness  # noqa: E402
 from benchmarks.peers.tickwheel_bench import create_tenant  # noqa: E402
-from tickwheel.checker import Call, Expected, Report, check  # noqa: E402
+from tickwheel.dev.checker import Call, Expected, Report, check  # noqa: E402
+from tickwheel.dev.sink import Sink  # noqa: E402
 from tickwheel.settings import Settings  # noqa: E402
-from tickwheel.sink import Sink  # noqa: E402
 
 LOCUSTFILES = {"api": "locustfile_api.py", "e2e": "locustfile_e2e.py"}
 MAX_TIME_S = 600

@@ -51,7 +51,7 @@ def pytest_runtest_makereport(
 
 
 def _server_log_tails(lines: int = 40) -> str:
-    from tickwheel.stack import process
+    from tickwheel.dev.stack import process
 
     parts = []
     for name in ("cassandra", "kafka", "zookeeper", "redis"):
@@ -64,7 +64,7 @@ def _server_log_tails(lines: int = 40) -> str:
 @pytest.fixture(scope="session")
 def stack_settings() -> Settings:
     """The local stack (started or reused) or the endpoints given in the environment."""
-    from tickwheel import stack
+    from tickwheel.dev import stack
 
     try:
         stack.up(STACK_DIR, progress=lambda line: None)

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel.platform import ready
+from tickwheel.dev.platform import ready
+from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
 
 PROCESSES = ("api", "coordinator", "dispatcher", "worker")
 OPERATOR_KEY = f"op-{uuid.uuid4().hex}"

@@ -98,7 +98,7 @@ async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settin
 
 
 async def test_a_redis_client_keeps_working_across_a_redis_restart(settings: Settings, namespace: str) -> None:
-    from tickwheel import stack
+    from tickwheel.dev import stack
 
     if "redis" in stack.endpoint_overrides():
         raise AssertionError("this test restarts the stack's own Redis; TICKWHEEL_REDIS points elsewhere")

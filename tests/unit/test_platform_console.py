@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel.platform import console_url, ensure_operator_key
+from tickwheel.dev.platform import console_url, ensure_operator_key
 from tickwheel.settings import Settings, build
 
 

@@ -162,7 +162,7 @@ async def test_a_dispatcher_stopped_past_its_session_timeout_fires_nothing_of_it
 
 async def restart_server(name: str, down_s: float) -> None:
     """Stop one shared server of the local stack and start it again (fault tests only)."""
-    from tickwheel import stack
+    from tickwheel.dev import stack
 
     assert stack.stop_server(STACK_DIR, name)
     await asyncio.sleep(down_s)

@@ -2,7 +2,7 @@
 
 Brings up the local stack, applies migrations, then starts api, coordinator, dispatcher and worker as
 processes (logs and pid files under .stack/<process>/), and waits until each answers /readyz. The process
-runner is the stack's own (`tickwheel.stack.process`), so `down` stops only what `up` started, by pid.
+runner is the stack's own (`tickwheel.dev.stack.process`), so `down` stops only what `up` started, by pid.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tickwheel import stack
+from tickwheel.cli import DEV_COMMANDS
+from tickwheel.dev import stack
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings
-from tickwheel.stack import process
 
 PROCESSES = ("api", "coordinator", "dispatcher", "worker")
 READY_TIMEOUT_S = 60.0
@@ -106,10 +107,10 @@ def down(stack_dir: Path, progress: Any = print) -> None:
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("up", help="bring up the whole platform locally (servers, schema, processes)")
+    p = subparsers.add_parser("up", help=DEV_COMMANDS["up"])
     p.add_argument("--demo", action="store_true", help="then create a demo tenant and jobs and show them run")
     p.set_defaults(func=_run_up)
-    p = subparsers.add_parser("down", help="stop the platform processes (and with --all, the servers too)")
+    p = subparsers.add_parser("down", help=DEV_COMMANDS["down"])
     p.add_argument("--all", action="store_true", help="also stop Cassandra, Kafka, ZooKeeper and Redis")
     p.set_defaults(func=_run_down)
 
@@ -118,7 +119,7 @@ def _run_up(args: Any) -> int:
     stack_dir = stack.stack_dir()
     settings = up(stack_dir)
     if args.demo:
-        from tickwheel.demo import run_demo
+        from tickwheel.dev.demo import run_demo
 
         return int(asyncio.run(run_demo(settings, stack_dir)))
     return 0

@@ -25,7 +25,7 @@ from tickwheel.errors import TickwheelError
 log = logging.getLogger(__name__)
 
 # The Maven poms live in the source tree (deploy/local/<name>/pom.xml); the stack runs from a checkout.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 JAVA17 = Path("/usr/lib/jvm/java-17-openjdk-amd64/bin/java")
 STOP_GRACE_S = 20.0
 
