@@ -33,6 +33,7 @@ from tickwheel.bus.near import announce
 from tickwheel.commands import platform_topics, run_migrate
 from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.core.ids import run_id_for, shard_of
+from tickwheel.dev.platform import local_settings
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints
 from tickwheel.store.buckets import due_run_for
@@ -44,7 +45,7 @@ TICKWHEEL = str(Path(sys.executable).parent / "tickwheel")
 
 
 def bench_settings(tag: str, shards: int) -> Settings:
-    base = Settings.from_env()
+    base = local_settings()
     return dataclasses.replace(
         base,
         shards=shards,

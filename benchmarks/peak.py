@@ -30,8 +30,8 @@ from benchmarks.peers.harness import Planned, Submitted
 from benchmarks.peers.tickwheel_bench import SubmissionRefused, TickwheelSystem, once_job
 from benchmarks.sustained import Probe, per_run
 from tickwheel.dev.checker import Call, Expected, Report, check
+from tickwheel.dev.platform import local_settings
 from tickwheel.dev.sink import Sink
-from tickwheel.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def report_of(expected: list[Expected], calls: list[Call], tenants: set[str]) ->
 
 
 async def play(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings.from_env()
+    settings = local_settings()
     probe = Probe(settings)
     system = PeakSystem(settings, concurrency=args.concurrency + 8)
     async with Sink() as sink:

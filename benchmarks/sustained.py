@@ -37,7 +37,7 @@ from benchmarks.peers.harness import Planned, Submitted, Workload
 from benchmarks.peers.tickwheel_bench import SERVERS, TickwheelSystem
 from schemas.messages import topic_names
 from tickwheel.dev import stack
-from tickwheel.dev.platform import PROCESSES, ports
+from tickwheel.dev.platform import PROCESSES, local_settings, ports
 from tickwheel.dev.sink import Sink
 from tickwheel.dev.stack import process
 from tickwheel.settings import Settings
@@ -240,7 +240,7 @@ async def idle(probe: Probe, seconds: float) -> dict[str, Any]:
 
 
 async def search(args: argparse.Namespace) -> list[dict[str, Any]]:
-    settings = Settings.from_env()
+    settings = local_settings()
     probe = Probe(settings)
     system = ProbedSystem(settings, probe, args.concurrency)
     steps = []

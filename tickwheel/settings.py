@@ -2,8 +2,10 @@
 
 Every key is `TICKWHEEL_<SECTION>_<FIELD>` (upper case), except the four server endpoints, which are
 `TICKWHEEL_CASSANDRA`, `TICKWHEEL_KAFKA`, `TICKWHEEL_ZOOKEEPER` and `TICKWHEEL_REDIS`. Values missing from the
-environment are taken from `.stack/env` (written by `tickwheel stack up`), then from the defaults below. An
-unknown `TICKWHEEL_` key is an error: a typo must not silently fall back to a default.
+environment are taken from an env file only when one is named (`TICKWHEEL_ENV_FILE`, or `env_file=`: the local
+platform names `.stack/env`, which `tickwheel stack up` writes), then from the defaults below; a process started
+alone reads only its environment. An unknown `TICKWHEEL_` key is an error: a typo must not silently fall back to a
+default.
 """
 
 from __future__ import annotations
@@ -187,10 +189,12 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, env_file: Path | None = None) -> Settings:
-        """Build the tree from `environ` (default: the process environment) over `env_file` values."""
+        """Build the tree from `environ` (default: the process environment) over the values of `env_file`, or of
+        the file `TICKWHEEL_ENV_FILE` names; with neither, from `environ` alone (never an implicit `.stack/env`)."""
         environ = os.environ if environ is None else environ
-        env_file = env_file or Path(environ.get("TICKWHEEL_ENV_FILE", ".stack/env"))
-        values = {**read_env_file(env_file), **{k: v for k, v in environ.items() if k.startswith(PREFIX)}}
+        named = env_file or (Path(environ["TICKWHEEL_ENV_FILE"]) if environ.get("TICKWHEEL_ENV_FILE") else None)
+        from_file = read_env_file(named) if named else {}
+        values = {**from_file, **{k: v for k, v in environ.items() if k.startswith(PREFIX)}}
         return build(values)
 
 

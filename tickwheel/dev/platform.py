@@ -14,6 +14,7 @@ import secrets
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,23 +38,36 @@ def ports(settings: Settings) -> dict[str, int]:
 
 def up(stack_dir: Path, progress: Any = print) -> Settings:
     """Stack, migrations, processes; returns the settings the processes run with."""
-    # Locally the worker may call loopback targets (the demo's sink); production has no such default.
-    os.environ.setdefault("TICKWHEEL_WORKER_EGRESS_ALLOW", "127.0.0.1/32")
     operator_key_file = ensure_operator_key(stack_dir)
     progress("== servers: Cassandra, Kafka, ZooKeeper, Redis (real, local, on 127.0.0.1)")
     stack.up(stack_dir, progress=progress)
-    env_file = (stack_dir / "env").resolve()
-    os.environ["TICKWHEEL_ENV_FILE"] = str(env_file)  # the processes run with .stack/<name>/ as cwd
-    settings = Settings.from_env(env_file=env_file)
+    environ = process_environment(stack_dir, os.environ)
+    settings = Settings.from_env(environ)
     progress("== schema: CQL migrations and Kafka topics")
     from tickwheel.commands import run_migrate
 
     asyncio.run(run_migrate(settings))
     progress("== processes: " + ", ".join(PROCESSES))
     for name, port in ports(settings).items():
-        start_process(stack_dir, name, port, progress)
+        start_process(stack_dir, name, port, progress, environ)
     progress(f"== console: {console_url(settings)}  (operator key in {operator_key_file})")
     return settings
+
+
+def process_environment(stack_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the processes `up` starts: `environ` over the local platform's defaults, naming
+    .stack/env explicitly (a process reads it only when told to; they run with .stack/<name>/ as cwd)."""
+    local_defaults = {
+        # Locally the worker may call loopback targets (the demo's sink); production has no such default.
+        "TICKWHEEL_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
+        "TICKWHEEL_API_OPERATOR_KEY_SHA256": operator_key_sha256(stack_dir),
+    }
+    return {**local_defaults, **environ, "TICKWHEEL_ENV_FILE": str((stack_dir / "env").resolve())}
+
+
+def local_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The local platform's settings: `environ` (default: this process's) over .stack/env, as `up` gives them."""
+    return Settings.from_env(environ, env_file=stack.stack_dir() / "env")
 
 
 def console_url(settings: Settings) -> str:
@@ -67,20 +81,25 @@ def ensure_operator_key(stack_dir: Path) -> Path:
         stack_dir.mkdir(parents=True, exist_ok=True)
         key_file.write_text(f"op_{secrets.token_urlsafe(24)}\n")
         key_file.chmod(0o600)
-    digest = hashlib.sha256(key_file.read_text().strip().encode()).hexdigest()
-    os.environ.setdefault("TICKWHEEL_API_OPERATOR_KEY_SHA256", digest)
     return key_file
 
 
-def start_process(stack_dir: Path, name: str, port: int, progress: Any = print) -> int:
-    """Start one platform process unless it already runs; wait for its /readyz."""
+def operator_key_sha256(stack_dir: Path) -> str:
+    """The sha256 (hex) of the local operator key: all the API is given of it."""
+    return hashlib.sha256(ensure_operator_key(stack_dir).read_text().strip().encode()).hexdigest()
+
+
+def start_process(
+    stack_dir: Path, name: str, port: int, progress: Any = print, environ: Mapping[str, str] | None = None
+) -> int:
+    """Start one platform process unless it already runs (with `environ`, default this one's); wait for /readyz."""
     pid = process.read_pid(stack_dir, name)
     if pid is not None and ready(port):
         progress(f"{name}: reusing pid {pid} on port {port}")
         return pid
     if pid is not None:
         process.terminate(stack_dir, name)
-    pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", name])
+    pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", name], environ)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready(port):
         if not process.is_running(pid) or time.monotonic() > deadline:
