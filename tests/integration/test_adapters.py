@@ -85,6 +85,37 @@ async def test_redis_round_trip_under_a_key_prefix(settings: Settings, namespace
     await client.close()
 
 
+async def test_the_redis_adapter_sets_once_counts_down_and_reads_many_in_one_round_trip(
+    settings: Settings, namespace: str
+) -> None:
+    client = RedisClient(settings.redis, prefix=f"{namespace}:")
+    counter, absent = client.key("counter"), client.key("absent")
+    try:
+        assert await client.set_if_absent(counter, 5)
+        assert not await client.set_if_absent(counter, 9)
+        assert await client.decrement(counter) == 4
+        async with client.pipeline() as pipe:
+            pipe.incrby(counter, 3)
+            pipe.expire(counter, 60)
+            assert await pipe.execute() == [7, True]
+        assert await client.get_many([counter, absent]) == [b"7", None]
+    finally:
+        await client.close()
+
+
+async def test_the_session_id_owns_the_ephemeral_znodes_the_session_creates(settings: Settings, namespace: str) -> None:
+    zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
+    assert zk.session_id is None
+    await zk.start()
+    try:
+        await zk.call("create", "/leader", b"x", ephemeral=True)
+        _, stat = await zk.call("get", "/leader")
+        assert zk.session_id is not None and stat.ephemeralOwner == zk.session_id
+    finally:
+        await zk.stop()
+    assert zk.session_id is None
+
+
 async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settings) -> None:
     from tickwheel.errors import Unavailable
 

@@ -74,6 +74,12 @@ class ZooKeeper:
         await asyncio.to_thread(self.client.stop)
         await asyncio.to_thread(self.client.close)
 
+    @property
+    def session_id(self) -> int | None:
+        """The current session's id (what an ephemeral znode's `ephemeralOwner` holds); None without a session."""
+        client_id = self.client.client_id
+        return None if client_id is None else int(client_id[0])
+
     async def until_connected(self, timeout_s: float) -> bool:
         """Wait (at most `timeout_s`) for a connected session; whether it is connected."""
         with contextlib.suppress(TimeoutError):

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -34,7 +36,24 @@ class RedisClient:
         self._scripts: dict[str, Any] = {}
 
     def key(self, *parts: str) -> str:
+        """The key `parts` name, under this client's prefix."""
         return self.prefix + ":".join(parts)
+
+    def pipeline(self) -> Pipeline:
+        """Commands sent in one round trip, not a transaction: `async with client.pipeline() as pipe: ...`."""
+        return self.redis.pipeline(transaction=False)
+
+    async def set_if_absent(self, key: str, value: int | str) -> bool:
+        """SET NX: whoever writes first wins; False when the key already had a value."""
+        return bool(await self.redis.set(key, value, nx=True))
+
+    async def decrement(self, key: str) -> int:
+        """DECR, one less of a counter."""
+        return int(await self.redis.decr(key))
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | str | None]:
+        """MGET: the values of `keys` in one round trip, None where a key is absent."""
+        return list(await self.redis.mget(keys))
 
     async def ping(self) -> bool:
         try:
