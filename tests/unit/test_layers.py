@@ -118,3 +118,36 @@ def test_the_probe_sees_the_development_package_when_it_is_imported() -> None:
     )
     assert probe.returncode == 0, probe.stderr
     assert json.loads(probe.stdout)["tickwheel.dev.sink"] == ["tickwheel.dev", "tickwheel.dev.sink"]
+
+
+# The adapters' public names (modules, classes, functions, methods) each say in one line what they are for.
+DOCUMENTED_PACKAGES = ("tickwheel/bus", "tickwheel/coordination", "tickwheel/flow")
+
+
+def undocumented_public_names() -> list[str]:
+    """`path:line name` of every public module, class, function or method without a docstring."""
+    found = []
+    for package in DOCUMENTED_PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            tree = ast.parse(path.read_text(), filename=relative)
+            if not ast.get_docstring(tree):
+                found.append(f"{relative}:1 (module)")
+            found += _undocumented(tree.body, relative, "")
+    return found
+
+
+def _undocumented(nodes: list[ast.stmt], relative: str, owner: str) -> list[str]:
+    found = []
+    for node in nodes:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) or node.name.startswith("_"):
+            continue
+        if not ast.get_docstring(node):
+            found.append(f"{relative}:{node.lineno} {owner}{node.name}")
+        if isinstance(node, ast.ClassDef):
+            found += _undocumented(node.body, relative, f"{node.name}.")
+    return found
+
+
+def test_every_public_name_of_the_bus_coordination_and_flow_adapters_has_a_docstring() -> None:
+    assert undocumented_public_names() == []

@@ -56,6 +56,7 @@ class RedisClient:
         return list(await self.redis.mget(keys))
 
     async def ping(self) -> bool:
+        """One round trip to Redis (readiness); Unavailable when it does not answer."""
         try:
             return bool(await self.redis.ping())
         except REDIS_DOWN as exc:
@@ -68,4 +69,5 @@ class RedisClient:
         return self._scripts[source]
 
     async def close(self) -> None:
+        """Close the connection pool."""
         await self.redis.aclose()
