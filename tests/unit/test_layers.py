@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,17 +20,22 @@ CQL = re.compile(
 )
 
 
+def modules(packages: tuple[str, ...], outside: str | None = None) -> Iterator[tuple[str, ast.Module]]:
+    """(path from the repository root, syntax tree) of every module of `packages`, except those under `outside`."""
+    for package in packages:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            relative = path.relative_to(ROOT).as_posix()
+            if outside is None or not relative.startswith(outside):
+                yield relative, ast.parse(path.read_text(), filename=relative)
+
+
 def cql_outside_the_store() -> list[str]:
     """`path:line` of every string literal that reads as a CQL statement, outside tickwheel/store."""
     found = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            relative = path.relative_to(ROOT).as_posix()
-            if relative.startswith("tickwheel/store/"):
-                continue
-            for node in ast.walk(ast.parse(path.read_text(), filename=relative)):
-                if isinstance(node, ast.Constant) and isinstance(node.value, str) and CQL.match(node.value):
-                    found.append(f"{relative}:{node.lineno}")
+    for relative, tree in modules(PACKAGES, outside="tickwheel/store/"):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and CQL.match(node.value):
+                found.append(f"{relative}:{node.lineno}")
     return found
 
 
@@ -57,20 +63,16 @@ def _is_dev(module: str) -> bool:
 def dev_imports_in_production() -> list[str]:
     """`path:line` of every import statement of tickwheel.dev outside it, lazy ones inside functions included."""
     found = []
-    for package in PRODUCTION_PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            relative = path.relative_to(ROOT).as_posix()
-            if relative.startswith("tickwheel/dev/"):
+    for relative, tree in modules(PRODUCTION_PACKAGES, outside="tickwheel/dev/"):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
                 continue
-            for node in ast.walk(ast.parse(path.read_text(), filename=relative)):
-                if isinstance(node, ast.Import):
-                    names = [alias.name for alias in node.names]
-                elif isinstance(node, ast.ImportFrom) and node.module:
-                    names = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
-                else:
-                    continue
-                if any(_is_dev(name) for name in names):
-                    found.append(f"{relative}:{node.lineno}")
+            if any(_is_dev(name) for name in names):
+                found.append(f"{relative}:{node.lineno}")
     return found
 
 
@@ -127,13 +129,10 @@ DOCUMENTED_PACKAGES = ("tickwheel/bus", "tickwheel/coordination", "tickwheel/flo
 def undocumented_public_names() -> list[str]:
     """`path:line name` of every public module, class, function or method without a docstring."""
     found = []
-    for package in DOCUMENTED_PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            relative = path.relative_to(ROOT).as_posix()
-            tree = ast.parse(path.read_text(), filename=relative)
-            if not ast.get_docstring(tree):
-                found.append(f"{relative}:1 (module)")
-            found += _undocumented(tree.body, relative, "")
+    for relative, tree in modules(DOCUMENTED_PACKAGES):
+        if not ast.get_docstring(tree):
+            found.append(f"{relative}:1 (module)")
+        found += _undocumented(tree.body, relative, "")
     return found
 
 

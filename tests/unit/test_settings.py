@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -10,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tickwheel.dev.platform import local_settings, process_environment
-from tickwheel.settings import Settings
+from tickwheel.errors import SettingsError
+from tickwheel.settings import Settings, build
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,3 +72,46 @@ def test_the_processes_tickwheel_up_starts_are_told_where_the_stack_env_is(
 def test_the_environment_wins_over_the_local_platforms_defaults(local_checkout: Path) -> None:
     environ = process_environment(local_checkout / ".stack", {"TICKWHEEL_WORKER_EGRESS_ALLOW": "10.0.0.0/8"})
     assert Settings.from_env(environ).worker.egress_allow == ("10.0.0.0/8",)
+
+
+def a_tree_far_from_the_defaults() -> Settings:
+    s = Settings()
+    return dataclasses.replace(
+        s,
+        cassandra=dataclasses.replace(s.cassandra, hosts=("10.0.0.1:9042", "10.0.0.2"), request_timeout_s=2.5),
+        kafka=dataclasses.replace(s.kafka, topic_prefix="t1.", lane_partitions=4),
+        zookeeper=dataclasses.replace(s.zookeeper, chroot="/tw-test/x", session_timeout_s=4.0),
+        redis=dataclasses.replace(s.redis, url="redis://10.0.0.3:6379/2"),
+        api=dataclasses.replace(s.api, port=0, cursor_secrets=("new", "old"), auth_cache_s=0.0),
+        worker=dataclasses.replace(s.worker, lanes=("urgent",), egress_allow=()),
+        shards=64,
+        log_level="DEBUG",
+    )
+
+
+def test_settings_written_to_the_environment_read_back_the_same() -> None:
+    settings = a_tree_far_from_the_defaults()
+    variables = settings.to_env()
+    assert Settings.from_env(variables) == settings
+    assert build(variables) == settings
+    assert variables["TICKWHEEL_CASSANDRA"] == "10.0.0.1:9042,10.0.0.2"  # the endpoint keys, not _HOSTS
+    assert variables["TICKWHEEL_API_CURSOR_SECRETS"] == "new,old"
+
+
+def test_only_what_differs_from_the_defaults_is_written() -> None:
+    assert Settings().to_env() == {}
+    assert dataclasses.replace(Settings(), shards=8).to_env() == {"TICKWHEEL_SHARDS": "8"}
+
+
+def test_a_list_item_that_would_not_read_back_is_refused() -> None:
+    s = Settings()
+    with pytest.raises(SettingsError, match="TICKWHEEL_WORKER_EGRESS_ALLOW"):
+        dataclasses.replace(s, worker=dataclasses.replace(s.worker, egress_allow=("10.0.0.0/8,x",))).to_env()
+
+
+def test_a_child_process_gets_the_settings_and_none_of_the_parents_tickwheel_variables() -> None:
+    settings = a_tree_far_from_the_defaults()
+    parent = {"PATH": "/bin", "TICKWHEEL_ENV_FILE": "/somewhere/env", "TICKWHEEL_API_PORT": "1"}
+    child = settings.process_env(parent)
+    assert child["PATH"] == "/bin" and "TICKWHEEL_ENV_FILE" not in child
+    assert Settings.from_env(child) == settings

@@ -3,26 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import uuid
-from pathlib import Path
 
 from tickwheel.settings import Settings
 from tickwheel.store import tenants
 from tickwheel.store.cassandra import CassandraStore
 
-STACK_ENV = Path(__file__).resolve().parents[3] / ".stack" / "env"
-
-
-def command_env(settings: Settings) -> dict[str, str]:
-    """The stack's endpoints named explicitly (a command started alone reads no .stack/env) and the run's keyspace."""
-    keyspace = settings.cassandra.keyspace
-    return {**os.environ, "TICKWHEEL_ENV_FILE": str(STACK_ENV), "TICKWHEEL_CASSANDRA_KEYSPACE": keyspace}
-
 
 async def tickwheel(settings: Settings, *args: str) -> list[str]:
-    env = command_env(settings)
+    env = settings.process_env()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tickwheel.cli", *args, env=env, stdout=asyncio.subprocess.PIPE
     )
@@ -72,7 +62,7 @@ async def test_set_refuses_a_bad_value_naming_the_option_and_writes_nothing(
 ) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     await tickwheel(settings, "tenants", "create", name)
-    env = command_env(settings)
+    env = settings.process_env()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tickwheel.cli", "tenants", "set", name, "--max-jobs", "5", "--weight", "0",
         env=env, stderr=asyncio.subprocess.PIPE,

@@ -31,30 +31,6 @@ STACK_DIR = ROOT / ".stack"
 TICKWHEEL = str(Path(sys.executable).parent / "tickwheel")
 
 
-def process_env(s: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
-    env.update(
-        TICKWHEEL_CASSANDRA_KEYSPACE=s.cassandra.keyspace,
-        TICKWHEEL_KAFKA_TOPIC_PREFIX=s.kafka.topic_prefix,
-        TICKWHEEL_KAFKA_LANE_PARTITIONS=str(s.kafka.lane_partitions),
-        TICKWHEEL_KAFKA_NEAR_PARTITIONS=str(s.kafka.near_partitions),
-        TICKWHEEL_ZOOKEEPER_CHROOT=s.zookeeper.chroot,
-        TICKWHEEL_ZOOKEEPER_SESSION_TIMEOUT_S=str(s.zookeeper.session_timeout_s),
-        TICKWHEEL_SHARDS=str(s.shards),
-        TICKWHEEL_DISPATCHER_PORT="0",
-        TICKWHEEL_DISPATCHER_SCAN_INTERVAL_S="1",
-        TICKWHEEL_DISPATCHER_CHECKPOINT_INTERVAL_S="0.5",
-        TICKWHEEL_DISPATCHER_CHECKPOINT_STEP_S="0.5",
-        TICKWHEEL_DISPATCHER_RESUME_GRACE_S="30",
-        TICKWHEEL_DISPATCHER_LIVENESS_INTERVAL_S="0.5",
-        TICKWHEEL_COORDINATOR_PORT="0",
-        TICKWHEEL_COORDINATOR_SWEEP_INTERVAL_S="3600",
-        TICKWHEEL_COORDINATOR_FORECAST_INTERVAL_S="3600",
-        TICKWHEEL_ENV_FILE=str(STACK_DIR / "env"),
-    )
-    return env
-
-
 Spawn = Callable[[str], subprocess.Popen[bytes]]
 
 
@@ -64,7 +40,7 @@ async def spawn(dsettings: Settings, tmp_path: Path) -> AsyncIterator[Spawn]:
 
     def start(process: str) -> subprocess.Popen[bytes]:
         with open(tmp_path / f"{process}-{len(procs)}.log", "wb") as log:  # the child keeps its own descriptor
-            proc = subprocess.Popen([TICKWHEEL, process], cwd=ROOT, env=process_env(dsettings), stdout=log, stderr=log)
+            proc = subprocess.Popen([TICKWHEEL, process], cwd=ROOT, env=dsettings.process_env(), stdout=log, stderr=log)
         procs.append(proc)
         return proc
 
