@@ -10,6 +10,7 @@ namespace (own ZooKeeper chroot, keyspace, topic prefix; 64 shards; 4 s ZooKeepe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import subprocess
@@ -31,6 +32,17 @@ STACK_DIR = ROOT / ".stack"
 TICKWHEEL = str(Path(sys.executable).parent / "tickwheel")
 
 
+def process_env(s: Settings) -> dict[str, str]:
+    """The environment of the processes under test: the test's settings, but the rescan and the sweep grace at
+    their defaults, as in production (the in-process dispatchers of the other tests turn the rescan off)."""
+    defaults = Settings()
+    return dataclasses.replace(
+        s,
+        dispatcher=dataclasses.replace(s.dispatcher, rescan_interval_s=defaults.dispatcher.rescan_interval_s),
+        coordinator=dataclasses.replace(s.coordinator, sweep_grace_s=defaults.coordinator.sweep_grace_s),
+    ).process_env()
+
+
 Spawn = Callable[[str], subprocess.Popen[bytes]]
 
 
@@ -40,7 +52,7 @@ async def spawn(dsettings: Settings, tmp_path: Path) -> AsyncIterator[Spawn]:
 
     def start(process: str) -> subprocess.Popen[bytes]:
         with open(tmp_path / f"{process}-{len(procs)}.log", "wb") as log:  # the child keeps its own descriptor
-            proc = subprocess.Popen([TICKWHEEL, process], cwd=ROOT, env=dsettings.process_env(), stdout=log, stderr=log)
+            proc = subprocess.Popen([TICKWHEEL, process], cwd=ROOT, env=process_env(dsettings), stdout=log, stderr=log)
         procs.append(proc)
         return proc
 
