@@ -74,7 +74,7 @@ def _process_log_warnings(item: pytest.Item, lines: int = 20) -> str:
     for log in logs:
         if log.exists():
             text = log.read_text(errors="replace")
-            noisy = [line for line in text.splitlines() if "WARNING" in line or "ERROR" in line]
+            noisy = [line for line in text.splitlines() if "warning" in line.lower() or "error" in line.lower()]
             if noisy:
                 parts.append(f"--- {log.name} ---\n" + "\n".join(noisy[-lines:]))
     return "\n".join(parts)
