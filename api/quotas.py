@@ -91,7 +91,7 @@ async def take_job_slot(api: Api, tenant: Tenant) -> None:
     """Count one more job for the tenant, or 422 when it already has its maximum."""
     limit = tenant.max_jobs or api.settings.api.max_jobs_per_tenant
     key = api.redis.key("jobs", tenant.tenant_id)
-    script = await api.redis.script(TAKE_JOB_SLOT)
+    script = api.redis.script(TAKE_JOB_SLOT)
     used = int(await redis_call(lambda: script(keys=[key], args=[limit])))
     if used == -1:
         seed = await count_jobs(api.store, tenant.tenant_id)

@@ -86,7 +86,7 @@ async def test_redis_round_trip_under_a_key_prefix(settings: Settings, namespace
     await client.close()
 
 
-async def test_the_redis_adapter_sets_once_counts_down_and_reads_many_in_one_round_trip(
+async def test_the_redis_adapter_offers_the_commands_the_processes_use(
     settings: Settings, namespace: str
 ) -> None:
     client = RedisClient(settings.redis, prefix=f"{namespace}:")
@@ -100,6 +100,11 @@ async def test_the_redis_adapter_sets_once_counts_down_and_reads_many_in_one_rou
             pipe.expire(counter, 60)
             assert await pipe.execute() == [7, True]
         assert await client.get_many([counter, absent]) == [b"7", None]
+        await client.redis.hset(client.key("hash"), "field", "x")
+        assert await client.hash_field(client.key("hash"), "field") == b"x"
+        assert await client.hash_field(client.key("hash"), "other") is None
+        assert await client.script("return redis.call('INCR', KEYS[1])")(keys=[counter]) == 8
+        assert client.script("return 1") is client.script("return 1")  # registered once per source
     finally:
         await client.close()
 

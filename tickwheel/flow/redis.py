@@ -51,6 +51,11 @@ class RedisClient:
         """DECR, one less of a counter."""
         return int(await self.redis.decr(key))
 
+    async def hash_field(self, key: str, field: str) -> bytes | str | None:
+        """HGET: one field of the hash at `key`, None where the hash or the field is absent."""
+        value: bytes | str | None = await self.redis.hget(key, field)
+        return value
+
     async def get_many(self, keys: Sequence[str]) -> list[bytes | str | None]:
         """MGET: the values of `keys` in one round trip, None where a key is absent."""
         return list(await self.redis.mget(keys))
@@ -62,8 +67,9 @@ class RedisClient:
         except REDIS_DOWN as exc:
             raise Unavailable(f"Redis is unavailable: {exc}") from exc
 
-    async def script(self, source: str) -> Any:
-        """Register a Lua script (once per source); the returned object is awaited with keys and args."""
+    def script(self, source: str) -> Any:
+        """Register a Lua script (once per source, no round trip: Redis learns it at its first call); the returned
+        object is awaited with keys and args."""
         if source not in self._scripts:
             self._scripts[source] = self.redis.register_script(source)
         return self._scripts[source]
