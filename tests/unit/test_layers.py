@@ -150,3 +150,24 @@ def _undocumented(nodes: list[ast.stmt], relative: str, owner: str) -> list[str]
 
 def test_every_public_name_of_the_bus_coordination_and_flow_adapters_has_a_docstring() -> None:
     assert undocumented_public_names() == []
+
+
+# The processes use the adapters' methods, never the raw client inside one (`x.redis.redis`, `x.zk.client`).
+RAW_CLIENTS = {("redis", "redis"), ("zk", "client")}
+
+
+def raw_clients_reached_through() -> list[str]:
+    """`path:line` of every `<...>.redis.redis` or `<...>.zk.client` in the production packages."""
+    found = []
+    for relative, tree in modules(PRODUCTION_PACKAGES):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute):
+                owner = node.value
+                name = owner.attr if isinstance(owner, ast.Attribute) else getattr(owner, "id", None)
+                if (name, node.attr) in RAW_CLIENTS:
+                    found.append(f"{relative}:{node.lineno}")
+    return found
+
+
+def test_no_process_reaches_through_an_adapter_to_its_raw_client() -> None:
+    assert raw_clients_reached_through() == []
