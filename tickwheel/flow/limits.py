@@ -170,8 +170,8 @@ class FlowLimits:
     def __init__(self, settings: WorkerSettings, redis: RedisClient):
         self.settings = settings
         self.redis = redis
-        self._acquire = redis.redis.register_script(ACQUIRE)
-        self._release = redis.redis.register_script(RELEASE)
+        self._acquire = redis.script(ACQUIRE)
+        self._release = redis.script(RELEASE)
         self._gate = asyncio.Semaphore(REDIS_CALLS_IN_FLIGHT)
 
     def _keys(self, tenant: str, host: str) -> dict[str, str]:
@@ -229,7 +229,7 @@ class FlowLimits:
     async def breaker_open_until_ms(self, tenant: str, host: str) -> int | None:
         """When the tenant's breaker on `host` stops refusing (None: closed)."""
         try:
-            value = await self.redis.redis.hget(self._keys(tenant, host)["breaker"], "open_until")
+            value = await self.redis.hash_field(self._keys(tenant, host)["breaker"], "open_until")
         except REDIS_DOWN as exc:
             raise Unavailable(f"Redis is unavailable: {exc}") from exc
         return int(value) if value is not None else None

@@ -12,7 +12,7 @@ from schemas.messages import HttpTarget, RetryDoc, decode_alert, decode_due_run,
 from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer
 from tickwheel.bus.near import near_partition_of
-from tickwheel.sink import SinkCall
+from tickwheel.dev.sink import SinkCall
 from tickwheel.store import runs
 from tickwheel.store.runs import NewRun
 
