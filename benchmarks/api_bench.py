@@ -21,7 +21,8 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from tickwheel.settings import Settings
+from tickwheel.dev.platform import local_settings
+from tickwheel.dev.stack import stack_dir
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
 
@@ -63,7 +64,8 @@ async def drive(
 
 async def start_api(port: int) -> asyncio.subprocess.Process:
     """`tickwheel api` as its own process (the one being measured), with no request-rate quota."""
-    env = {**os.environ, "TICKWHEEL_API_PORT": str(port), "TICKWHEEL_API_REQUESTS_PER_S": "1000000"}
+    env = {**os.environ, "TICKWHEEL_ENV_FILE": str(stack_dir() / "env")}
+    env |= {"TICKWHEEL_API_PORT": str(port), "TICKWHEEL_API_REQUESTS_PER_S": "1000000"}
     process = await asyncio.create_subprocess_exec(sys.executable, "-m", "tickwheel.cli", "api", env=env)
     async with aiohttp.ClientSession() as http:
         for _ in range(100):
@@ -79,7 +81,7 @@ async def start_api(port: int) -> asyncio.subprocess.Process:
 
 
 async def main(args: argparse.Namespace) -> None:
-    store = await CassandraStore.connect(Settings.from_env().cassandra)
+    store = await CassandraStore.connect(local_settings().cassandra)
     try:
         _, key = await create_tenant(store, f"bench-{time.time_ns()}", datetime.now(UTC))
     finally:

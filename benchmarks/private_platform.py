@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from tickwheel.platform import PROCESSES, ready, start_process
+from tickwheel.dev.platform import PROCESSES, ready, start_process
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings, read_env_file
-from tickwheel.stack import process
 
 SERVERS = ("cassandra", "kafka", "zookeeper", "redis")
 RAISED_LIMITS = {
@@ -47,7 +47,7 @@ def free_port() -> int:
 
 def start_own_cassandra(stack_dir: Path, servers: Path, paxos_variant: str) -> str:
     """A private single-node Cassandra on free ports; returns its endpoint."""
-    from tickwheel.stack import cassandra
+    from tickwheel.dev.stack import cassandra
 
     native, storage = free_port(), free_port()
     home = stack_dir / "cassandra"

@@ -2,7 +2,7 @@
 
 A step search over rates on the peers' workload (`benchmarks/peers/harness.py`: once-runs spread evenly over a
 window, each created through `POST /v1/jobs` a few seconds before it is due, delivered to the local sink and
-checked by `tickwheel.checker`). Each step also measures what one run costs: CPU seconds of every platform
+checked by `tickwheel.dev.checker`). Each step also measures what one run costs: CPU seconds of every platform
 process and server (/proc), Cassandra statements per table (`system_views` virtual tables: coordinator and
 local reads and writes, Paxos rows) and Kafka messages per topic (end offsets), before and after the step.
 
@@ -37,11 +37,11 @@ from benchmarks.peers.harness import Planned, Submitted, Workload
 from benchmarks.peers.tickwheel_bench import SERVERS, TickwheelSystem
 from benchmarks.private_platform import extra_workers
 from schemas.messages import topic_names
-from tickwheel import stack
-from tickwheel.platform import PROCESSES, ports
+from tickwheel.dev import stack
+from tickwheel.dev.platform import PROCESSES, local_settings, ports
+from tickwheel.dev.sink import Sink
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
-from tickwheel.stack import process
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +244,7 @@ async def idle(probe: Probe, seconds: float) -> dict[str, Any]:
 
 
 async def search(args: argparse.Namespace) -> list[dict[str, Any]]:
-    settings = Settings.from_env()
+    settings = local_settings()
     probe = Probe(settings)
     system = ProbedSystem(settings, probe, args.concurrency)
     steps = []

@@ -27,9 +27,9 @@ from arq.connections import ArqRedis, RedisSettings
 
 from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted
-from tickwheel.checker import Expected
-from tickwheel.sink import Sink
-from tickwheel.stack import process
+from tickwheel.dev.checker import Expected
+from tickwheel.dev.sink import Sink
+from tickwheel.dev.stack import process
 
 REDIS_URL = os.environ.get("TWBENCH_ARQ_REDIS", "redis://127.0.0.1:16379/2")
 QUEUE = "twbench:arq:queue"

@@ -127,6 +127,42 @@ async def test_a_burst_beyond_the_pool_waits_for_connections_instead_of_failing(
     assert scripted == [str(i).encode() for i in range(400)]
 
 
+async def test_the_redis_adapter_offers_the_commands_the_processes_use(
+    settings: Settings, namespace: str
+) -> None:
+    client = RedisClient(settings.redis, prefix=f"{namespace}:")
+    counter, absent = client.key("counter"), client.key("absent")
+    try:
+        assert await client.set_if_absent(counter, 5)
+        assert not await client.set_if_absent(counter, 9)
+        assert await client.decrement(counter) == 4
+        async with client.pipeline() as pipe:
+            pipe.incrby(counter, 3)
+            pipe.expire(counter, 60)
+            assert await pipe.execute() == [7, True]
+        assert await client.get_many([counter, absent]) == [b"7", None]
+        await client.redis.hset(client.key("hash"), "field", "x")
+        assert await client.hash_field(client.key("hash"), "field") == b"x"
+        assert await client.hash_field(client.key("hash"), "other") is None
+        assert await client.script("return redis.call('INCR', KEYS[1])")(keys=[counter]) == 8
+        assert client.script("return 1") is client.script("return 1")  # registered once per source
+    finally:
+        await client.close()
+
+
+async def test_the_session_id_owns_the_ephemeral_znodes_the_session_creates(settings: Settings, namespace: str) -> None:
+    zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
+    assert zk.session_id is None
+    await zk.start()
+    try:
+        await zk.call("create", "/leader", b"x", ephemeral=True)
+        _, stat = await zk.call("get", "/leader")
+        assert zk.session_id is not None and stat.ephemeralOwner == zk.session_id
+    finally:
+        await zk.stop()
+    assert zk.session_id is None
+
+
 async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settings) -> None:
     from tickwheel.errors import Unavailable
 
@@ -141,7 +177,7 @@ async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settin
 
 @pytest.mark.restarts_servers
 async def test_a_redis_client_keeps_working_across_a_redis_restart(settings: Settings, namespace: str) -> None:
-    from tickwheel import stack
+    from tickwheel.dev import stack
 
     if "redis" in stack.endpoint_overrides():
         raise AssertionError("this test restarts the stack's own Redis; TICKWHEEL_REDIS points elsewhere")

@@ -31,6 +31,8 @@ OFFSET_END = -1
 
 @dataclass(frozen=True, slots=True)
 class Record:
+    """One consumed message, copied out of the C client's object so it can cross threads and outlive the poll."""
+
     topic: str
     partition: int
     offset: int
@@ -108,6 +110,7 @@ class KafkaProducer:
         return await acked
 
     async def close(self) -> None:
+        """Stop the poll thread, then deliver what is queued (at most the request timeout) and settle it."""
         self._closing.set()
         await asyncio.to_thread(self._poller.join)
         await asyncio.to_thread(self._producer.flush, self._timeout_s)
@@ -149,6 +152,7 @@ class KafkaConsumer:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 
     async def subscribe(self, topics: Sequence[str]) -> None:
+        """Join the consumer group on `topics`; the group assigns the partitions and moves them on rebalances."""
         await self._run(self._consumer.subscribe, list(topics))
 
     async def assign(self, assignments: Iterable[tuple[str, int, int]]) -> None:
@@ -170,6 +174,7 @@ class KafkaConsumer:
         return offsets
 
     async def poll(self, max_records: int = 500, timeout_s: float = 0.5) -> list[Record]:
+        """Up to `max_records` messages, waiting at most `timeout_s`; error events are logged, not returned."""
         messages = await self._run(self._consumer.consume, max_records, timeout_s)
         records = []
         for msg in messages:
@@ -192,6 +197,7 @@ class KafkaConsumer:
             await self._run(lambda: self._consumer.commit(offsets=partitions, asynchronous=False))
 
     async def close(self) -> None:
+        """Close the consumer (a group member leaves, so its partitions move at once) and stop its thread."""
         await self._run(self._consumer.close)
         self._thread.shutdown(wait=True)
 
@@ -252,6 +258,7 @@ async def delete_topics(settings: KafkaSettings, prefix: str) -> list[str]:
 
 
 async def partitions_of(settings: KafkaSettings, topic: str) -> int:
+    """How many partitions `topic` has, read from the cluster's metadata (the count a consumer must cover)."""
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     try:
         metadata = await asyncio.to_thread(admin.list_topics, topic, timeout=settings.request_timeout_s)

@@ -221,7 +221,7 @@ class FlowLimits:
     async def breaker_open_until_ms(self, tenant: str, host: str) -> int | None:
         """When the tenant's breaker on `host` stops refusing (None: closed)."""
         try:
-            value = await self.redis.redis.hget(self._keys(tenant, host)["breaker"], "open_until")
+            value = await self.redis.hash_field(self._keys(tenant, host)["breaker"], "open_until")
         except REDIS_DOWN as exc:
             raise Unavailable(f"Redis is unavailable: {exc}") from exc
         return int(value) if value is not None else None

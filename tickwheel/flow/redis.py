@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import Any
 
 import redis.asyncio as aioredis
+from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -38,14 +40,38 @@ class RedisClient:
             retry_on_error=[RedisConnectionError, RedisTimeoutError],
             health_check_interval=15,
         )
-        self.redis: Any = aioredis.Redis(connection_pool=pool)  # redis-py types commands sync-or-async
+        self.redis = aioredis.Redis(connection_pool=pool)
         self.prefix = settings.key_prefix if prefix is None else prefix
-        self._scripts = ScriptBatcher(self.redis)
+        self._scripts: dict[str, Any] = {}
+        self._batcher = ScriptBatcher(self.redis)
 
     def key(self, *parts: str) -> str:
+        """The key `parts` name, under this client's prefix."""
         return self.prefix + ":".join(parts)
 
+    def pipeline(self) -> Pipeline:
+        """Commands sent in one round trip, not a transaction: `async with client.pipeline() as pipe: ...`."""
+        return self.redis.pipeline(transaction=False)
+
+    async def set_if_absent(self, key: str, value: int | str) -> bool:
+        """SET NX: whoever writes first wins; False when the key already had a value."""
+        return bool(await self.redis.set(key, value, nx=True))
+
+    async def decrement(self, key: str) -> int:
+        """DECR, one less of a counter."""
+        return int(await self.redis.decr(key))
+
+    async def hash_field(self, key: str, field: str) -> bytes | str | None:
+        """HGET: one field of the hash at `key`, None where the hash or the field is absent."""
+        value: bytes | str | None = await self.redis.hget(key, field)
+        return value
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | str | None]:
+        """MGET: the values of `keys` in one round trip, None where a key is absent."""
+        return list(await self.redis.mget(keys))
+
     async def ping(self) -> bool:
+        """One round trip to Redis (readiness); Unavailable when it does not answer."""
         try:
             return bool(await self.redis.ping())
         except REDIS_DOWN as exc:
@@ -54,9 +80,17 @@ class RedisClient:
     async def run_script(self, source: str, keys: list[str], args: list[Any]) -> Any:
         """Run a Lua script (registered on first use) with `keys` and `args`; the scripts of every caller that
         runs one in the same loop round go to Redis as one pipeline (`ScriptBatcher`)."""
-        return await self._scripts.call(source, keys, args)
+        return await self._batcher.call(source, keys, args)
+
+    def script(self, source: str) -> Any:
+        """Register a Lua script (once per source, no round trip: Redis learns it at its first call); the returned
+        object is awaited with keys and args (one round trip per call: `run_script` batches them instead)."""
+        if source not in self._scripts:
+            self._scripts[source] = self.redis.register_script(source)
+        return self._scripts[source]
 
     async def close(self) -> None:
+        """Close the connection pool."""
         await self.redis.aclose(close_connection_pool=True)
 
 

@@ -121,13 +121,13 @@ async def test_every_spelling_of_a_host_shares_its_limits(limits: FlowLimits, sp
 async def test_calls_made_together_share_one_pipeline_and_each_gets_its_own_answer(limits: FlowLimits) -> None:
     caps = dataclasses.replace(CAPS, tenant_concurrency=3)
     sent: list[int] = []
-    pipeline = limits.redis._scripts._pipeline
+    pipeline = limits.redis._batcher._pipeline
 
     async def counted(queued: list[Any]) -> list[Any]:
         sent.append(len(queued))
         return await pipeline(queued)
 
-    limits.redis._scripts._pipeline = counted  # type: ignore[method-assign]
+    limits.redis._batcher._pipeline = counted  # type: ignore[method-assign]
     granted = await asyncio.gather(*(limits.acquire("t", "h", caps, now_ms=1_000) for _ in range(5)))
     assert [isinstance(g, Permit) for g in granted] == [True, True, True, False, False]
     assert granted[3] == Denied("tenant_concurrency", 0.0)

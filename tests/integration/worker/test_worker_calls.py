@@ -13,7 +13,7 @@ from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer
 from tickwheel.bus.near import near_partition_of
 from tickwheel.core.ids import minute_bucket
-from tickwheel.sink import SinkCall
+from tickwheel.dev.sink import SinkCall
 from tickwheel.store import runs
 from tickwheel.store.runs import NewRun, to_utc
 
