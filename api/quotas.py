@@ -91,12 +91,11 @@ async def take_job_slot(api: Api, tenant: Tenant) -> None:
     """Count one more job for the tenant, or 422 when it already has its maximum."""
     limit = tenant.max_jobs or api.settings.api.max_jobs_per_tenant
     key = api.redis.key("jobs", tenant.tenant_id)
-    script = api.redis.script(TAKE_JOB_SLOT)
-    used = int(await redis_call(lambda: script(keys=[key], args=[limit])))
+    used = int(await redis_call(lambda: api.redis.run_script(TAKE_JOB_SLOT, [key], [limit])))
     if used == -1:
         seed = await count_jobs(api.store, tenant.tenant_id)
         await redis_call(lambda: api.redis.set_if_absent(key, seed))
-        used = int(await redis_call(lambda: script(keys=[key], args=[limit])))
+        used = int(await redis_call(lambda: api.redis.run_script(TAKE_JOB_SLOT, [key], [limit])))
     if used == -2:
         raise JobQuotaExceeded(f"the tenant already has its maximum of {limit} jobs; delete some first")
 

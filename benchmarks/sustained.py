@@ -35,6 +35,7 @@ from confluent_kafka import Consumer, TopicPartition
 from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted, Workload
 from benchmarks.peers.tickwheel_bench import SERVERS, TickwheelSystem
+from benchmarks.private_platform import extra_workers
 from schemas.messages import topic_names
 from tickwheel.dev import stack
 from tickwheel.dev.platform import PROCESSES, local_settings, ports
@@ -79,18 +80,21 @@ class Probe:
         self.keyspace = settings.cassandra.keyspace
 
     def pids(self) -> dict[str, int]:
-        names = [*PROCESSES, *SERVERS]
+        names = [*PROCESSES, *SERVERS, *extra_workers(stack.stack_dir())]
         found = {n: process.read_pid(stack.stack_dir(), n) for n in names}
         return {n: p for n, p in found.items() if p is not None}
 
     def snapshot(self) -> Snapshot:
-        cpu = {name: harness.cpu_seconds([pid]) for name, pid in self.pids().items()}
+        cpu: dict[str, float] = {}
+        for name, pid in self.pids().items():  # extra worker processes (`worker-2`, ...) count as the worker
+            tier = "worker" if name.startswith("worker-") else name
+            cpu[tier] = cpu.get(tier, 0.0) + harness.cpu_seconds([pid])
         return Snapshot(cpu, self._cql_counts() | self._driver_counts(), self._kafka_offsets())
 
     def _driver_counts(self) -> dict[str, int]:
         """CQL requests the platform's processes sent, by kind (`tickwheel_cql_statements_total`, all processes)."""
         counts: dict[str, int] = {}
-        for port in ports(self.settings).values():
+        for port in [*ports(self.settings).values(), *extra_workers(stack.stack_dir()).values()]:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
                     text = answer.read().decode()

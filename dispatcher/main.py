@@ -19,7 +19,8 @@ from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
 from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store import buckets, chain, checkpoints, far, runs
+from tickwheel.store.cassandra import CassandraStore, statements_of
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,7 @@ async def start(
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     own_store = store is None
     store = store or await CassandraStore.connect(settings.cassandra)
+    await store.prepare_all(statements_of(buckets, chain, checkpoints, far, runs))
     producer = KafkaProducer(settings.kafka, linger_ms=1)
     consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
     near = NearFeed(settings, consumer)

@@ -57,12 +57,29 @@ class KafkaProducer:
         self._producer = Producer({**config, **(extra or {})})
         self._timeout_s = settings.request_timeout_s
         self._closing = threading.Event()
+        # Acknowledgements gathered during one poll, handed to their event loops in one hop each: a hop per
+        # message wrote the loop's wake-up pipe once per run, a large share of a busy producer's CPU.
+        self._settled: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[int, int]], Any, Any]] = []
         self._poller = threading.Thread(target=self._poll_loop, name="kafka-producer-poll", daemon=True)
         self._poller.start()
 
     def _poll_loop(self) -> None:
         while not self._closing.is_set():
             self._producer.poll(0.05)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Pass the acknowledgements of the last poll (delivery callbacks run inside it, on this thread) to
+        their loops: one `call_soon_threadsafe` per loop, however many messages were acknowledged."""
+        if not self._settled:
+            return
+        settled, self._settled = self._settled, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[tuple[int, int]], Any, Any]]] = {}
+        for loop, acked, err, msg in settled:
+            by_loop.setdefault(loop, []).append((acked, err, msg))
+        for loop, batch in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a loop closed meanwhile has nobody left to tell
+                loop.call_soon_threadsafe(_settle_all, batch)
 
     async def send(
         self,
@@ -78,7 +95,8 @@ class KafkaProducer:
         acked: asyncio.Future[tuple[int, int]] = loop.create_future()
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            loop.call_soon_threadsafe(_settle, acked, err, msg)
+            # Runs inside `poll` or `flush`; the poll thread hands these over after each poll.
+            self._settled.append((loop, acked, err, msg))
 
         kwargs: dict[str, Any] = {"key": key, "headers": list(headers), "on_delivery": on_delivery}
         if partition is not None:
@@ -92,10 +110,16 @@ class KafkaProducer:
         return await acked
 
     async def close(self) -> None:
-        """Deliver what is queued (at most the request timeout), then stop the poll thread."""
-        await asyncio.to_thread(self._producer.flush, self._timeout_s)
+        """Stop the poll thread, then deliver what is queued (at most the request timeout) and settle it."""
         self._closing.set()
         await asyncio.to_thread(self._poller.join)
+        await asyncio.to_thread(self._producer.flush, self._timeout_s)
+        self._hand_over()
+
+
+def _settle_all(batch: list[tuple[asyncio.Future[tuple[int, int]], Any, Any]]) -> None:
+    for acked, err, msg in batch:
+        _settle(acked, err, msg)
 
 
 def _settle(acked: asyncio.Future[tuple[int, int]], err: KafkaError | None, msg: Message) -> None:
