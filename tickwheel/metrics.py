@@ -65,6 +65,9 @@ claims = Counter("tickwheel_claims_total", "Claim attempts", ["result"])
 deferrals = Counter("tickwheel_deferrals_total", "Runs deferred without spending an attempt", ["reason"])
 dead_letters = Counter("tickwheel_dead_letters_total", "Runs dead-lettered", ["reason"])
 inflight = Gauge("tickwheel_worker_inflight", "Calls in flight", ["lane"])
+fair_queue = Gauge(
+    "tickwheel_worker_fair_queue", "Consumed runs waiting for a slot in the lane's fair-share queue", ["lane"]
+)
 notifications = Counter(
     "tickwheel_notifications_total", "Run-event notifications by outcome", ["event", "result"]
 )

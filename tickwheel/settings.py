@@ -128,6 +128,9 @@ class WorkerSettings:
     breaker_open_s: float = 30.0
     shutdown_grace_s: float = 20.0
     commit_interval_s: float = 1.0
+    # Runs a lane reads beyond its free slots into its per-tenant fair-share queue (worker/consumer.py); the
+    # deeper, the larger a backlog a small tenant's runs can overtake. 0: no fair share, runs start in arrival order.
+    fair_share_readahead: int = 20_000
 
 
 @dataclass(frozen=True, slots=True)
