@@ -1,7 +1,7 @@
 """Fair share between tenants inside a lane: tenant A has N runs due at once, tenant B a few due in the same
 second; how late do B's runs start while A's backlog drains?
 
-    .venv/bin/python -m benchmarks.fairshare_bench --a-runs 20000 --b-runs 50
+    .venv/bin/python -m benchmarks.fairshare_bench --a-runs 20000 --b-runs 50 --compare
 
 Writes the jobs and runs of both tenants (not timed), starts one `tickwheel worker` process (default lane,
 platform defaults for flow limits, egress allowed to the loopback sink) and produces every DueRun onto the lane
@@ -9,7 +9,9 @@ at once, A's before B's (the order a dispatcher fires a second in which A's runs
 case for arrival order). The start lag of a run is when the sink received its first call minus the instant
 the messages were produced (the due instant as the dispatcher fires it). Reports B's p50/p99/max start lag,
 A's drain time, and the load average. Own keyspace (`tw_bench_fair`) and topic prefix on the local stack.
-`--env KEY=VALUE` passes settings to the worker (e.g. to compare a worker setting side by side).
+`--env KEY=VALUE` passes settings to the worker (e.g. to compare a worker setting side by side); `--compare`
+runs a second pass with fair share off (`TICKWHEEL_WORKER_FAIR_SHARE_READAHEAD=0`, arrival order) right after
+the first, and prints both with the ratio of B's p99 start lag.
 """
 
 from __future__ import annotations
@@ -50,10 +52,12 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
 
-async def one_pass(settings: Settings, store: CassandraStore, sink: Sink, args: argparse.Namespace) -> dict[str, Any]:
+async def one_pass(
+    settings: Settings, store: CassandraStore, sink: Sink, args: argparse.Namespace, extra_env: list[str]
+) -> dict[str, Any]:
     prefix = f"fair{uuid.uuid4().hex[:6]}."
     env = {**os.environ, **WORKER_ENV, "TICKWHEEL_KAFKA_TOPIC_PREFIX": prefix, "TICKWHEEL_REDIS_KEY_PREFIX": prefix}
-    env.update(dict(item.split("=", 1) for item in args.env))
+    env.update(dict(item.split("=", 1) for item in extra_env))
     local = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, topic_prefix=prefix))
     await run_migrate(local)
     big = await write_runs(store, local, sink.url(f"/{prefix}A"), args.a_runs, tenant=f"{prefix}A")
@@ -76,7 +80,7 @@ async def one_pass(settings: Settings, store: CassandraStore, sink: Sink, args: 
         worker.wait(30)
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "worker_env": args.env,
+        "worker_env": extra_env,
         "a_runs": args.a_runs,
         "b_runs": args.b_runs,
         "loadavg": {"before": load_before, "end": os.getloadavg()},
@@ -103,7 +107,15 @@ async def main(args: argparse.Namespace) -> None:
     store = await CassandraStore.connect(settings.cassandra)
     try:
         async with Sink() as sink:
-            print(json.dumps(await one_pass(settings, store, sink, args), indent=2))
+            passes = [await one_pass(settings, store, sink, args, args.env)]
+            if args.compare:
+                off = [*args.env, "TICKWHEEL_WORKER_FAIR_SHARE_READAHEAD=0"]
+                passes.append(await one_pass(settings, store, sink, args, off))
+            report: dict[str, Any] = {"passes": passes}
+            if args.compare:
+                on, off_pass = (p["b_start_lag_s"]["p99"] for p in passes)
+                report["b_p99_off_over_on"] = round(off_pass / on, 1) if on else None
+            print(json.dumps(report, indent=2))
     finally:
         await store.close()
 
@@ -114,4 +126,5 @@ if __name__ == "__main__":
     parser.add_argument("--b-runs", type=int, default=50)
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the worker process")
+    parser.add_argument("--compare", action="store_true", help="a second pass with fair share off")
     asyncio.run(main(parser.parse_args()))

@@ -73,6 +73,11 @@ notifications = Counter(
 )
 notification_queue = Gauge("tickwheel_notification_queue", "Run-event notifications waiting to be sent")
 lease_timeouts = Counter("tickwheel_lease_timeouts_total", "Runs whose lease expired while RUNNING")
+async_completions = Counter(
+    "tickwheel_async_completions_total",
+    "Asynchronous runs: held after a 202, outcomes reported (or refused) by the API, recorded by a worker",
+    ["event"],
+)
 
 # adapters
 cql_statements = Counter(
