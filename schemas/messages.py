@@ -13,7 +13,7 @@ import msgspec
 
 Lane = Literal["urgent", "default", "bulk"]
 LANES: tuple[Lane, ...] = ("urgent", "default", "bulk")
-RunKind = Literal["run", "lease_check"]
+RunKind = Literal["run", "lease_check", "missed"]  # missed: the reconciler's report, for run-event notifications
 
 
 class Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
@@ -139,6 +139,7 @@ class DueRun(Base, frozen=True):
     tolerance_ms: int = 0
     fired_at_ms: int = 0
     recurring: bool | None = None  # None: written before the flag existed (firing reads the job to know)
+    missed_reason: str | None = None  # kind "missed": why the reconciler did not repair it (core.reconcile.Verdict)
 
 
 class OwnerAlert(Base, frozen=True):

@@ -149,6 +149,7 @@ class CoordinatorSettings:
     member_probe_interval_s: float = 0.5
     reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
     reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
+    reconcile_pages_per_pass: int = 20  # pages of sweep_page_size jobs one pass reads; the next pass resumes there
 
 
 @dataclass(frozen=True, slots=True)

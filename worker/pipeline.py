@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition, decode_report
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.notify import MISSED
 from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
@@ -88,6 +89,8 @@ class RunHandler:
     async def handle(self, due: DueRun) -> None:
         if due.kind == "lease_check":
             await self.check_lease(due)
+        elif due.kind == "missed":
+            await self.report_missed(due)
         else:
             await self.run(due)
 
@@ -294,6 +297,18 @@ class RunHandler:
     def announce(self, run: NewRun, attempt: int, kind: RunKind, fire_at: datetime, now: datetime) -> None:
         if self.announcer is not None:
             self.announcer.announce_soon(due_run_for(run, attempt=attempt, kind=kind, fire_at=fire_at), now)
+
+    # --- kind = missed ------------------------------------------------------------------------------------------
+
+    async def report_missed(self, due: DueRun) -> None:
+        """The reconciler found an occurrence of the job that never ran and could not repair it: a `missed` event
+        to the job's (or its tenant's) notification route. Nothing is run or written."""
+        job = await read_job(self.store, due.job_id) if self.notifier is not None else None
+        if job is None or self.notifier is None:
+            return
+        ctx = RunContext(due, buckets.run_of_due(due), decode_definition(job["definition"]),
+                         await self.tenants.get(due.tenant_id))  # fmt: skip
+        self.notifier.outcome(ctx, due.attempt, MISSED, None, f"missed: {due.missed_reason or 'unknown'}")
 
     # --- kind = lease_check -----------------------------------------------------------------------------------
 
