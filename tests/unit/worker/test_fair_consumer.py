@@ -8,9 +8,12 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime
 
+import pytest
+
 from schemas.messages import DueRun, encode
 from tickwheel.bus.kafka import Record
 from tickwheel.settings import build
+from worker import context
 from worker.consumer import LaneConsumer
 
 
@@ -74,3 +77,19 @@ async def test_an_undecodable_message_is_dropped_and_its_offset_passed() -> None
     consumer = LaneConsumer(build({}), "default", lambda due: asyncio.sleep(0))
     consumer._enqueue(Record("t", 0, 3, None, b"not a run", (), 0))
     assert len(consumer.waiting) == 0 and consumer.tracker.committable() == [("t", 0, 4)]
+
+
+async def test_a_tenants_weight_comes_from_its_record_once_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    reads: list[str] = []
+
+    async def call_settings(store: object, tenant_id: str) -> dict[str, object]:
+        reads.append(tenant_id)
+        return {"weight": 3} if tenant_id == "big" else {}
+
+    monkeypatch.setattr(context, "call_settings", call_settings)
+    tenants = context.TenantCache(store=None)  # type: ignore[arg-type]
+    assert tenants.weight_of("big") == 1, "not read yet: the default, without waiting"
+    await asyncio.sleep(0.01)
+    assert (tenants.weight_of("big"), tenants.weight_of("small")) == (3, 1)
+    await asyncio.sleep(0.01)
+    assert tenants.weight_of("small") == 1 and reads == ["big", "small"]
