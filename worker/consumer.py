@@ -37,6 +37,7 @@ Handler = Callable[[DueRun], Awaitable[None]]
 WeightOf = Callable[[str], int]
 RETRIES = 5  # a server that does not answer: try the message again a few times before leaving it to re-firing
 POLL_TIMEOUT_S = 0.25
+POLL_BATCH = 2000  # messages per poll at most: fewer hops to the consumer's thread while a backlog is read
 
 
 class LaneConsumer:
@@ -97,7 +98,7 @@ class LaneConsumer:
             else:
                 # Every slot busy: look without blocking for what arrived (a late tenant's runs must reach the queue
                 # while the slots work through a backlog), then wait for a slot.
-                records = await consumer.poll(min(room, 500), POLL_TIMEOUT_S if free > 0 else 0)
+                records = await consumer.poll(min(room, POLL_BATCH), POLL_TIMEOUT_S if free > 0 else 0)
                 for record in records:
                     self._enqueue(record)
                 idle = not records
@@ -116,7 +117,6 @@ class LaneConsumer:
             return
         self.tracker.started(record.topic, record.partition, record.offset)
         self.waiting.push(self._key_of(due), (record, due))
-        metrics.fair_queue.labels(self.lane).set(len(self.waiting))
 
     def _start_waiting(self) -> None:
         """Start waiting runs in fair order while slots are free."""
