@@ -4,8 +4,9 @@ RUNNING after a 202 (the report is fenced into the run row and its lease check r
     .venv/bin/python -m benchmarks.completion_bench --runs 2000 --concurrency 32
 
 Writes N jobs with `asyncCompletion` and claims their runs (attempt 1, not timed) in its own keyspace
-(`tw_bench_async`) and topic prefix, starts `tickwheel api` as its own process on a free port, reports every
-run once from `--concurrency` connections and prints the rate, p50/p99 latency and the load average. The
+(`tw_bench_async`) and topic prefix, starts `tickwheel api` as its own process on a free port, sends one
+heartbeat per run (the reference: an existing endpoint of the same shape), then reports every run once, both
+from `--concurrency` connections, and prints both rates, p50/p99 latencies and the load average. The
 worker's side (recording the report) is the ordinary outcome path, measured by worker_bench.
 """
 
@@ -65,7 +66,7 @@ async def held_runs(store: CassandraStore, tenant: str, count: int) -> list[uuid
 
 
 async def drive(
-    url: str, key: str, run_ids: list[uuid.UUID], concurrency: int
+    url: str, key: str, run_ids: list[uuid.UUID], concurrency: int, action: str, body: dict[str, object]
 ) -> tuple[float, list[float], dict[int, int]]:
     pending = list(run_ids)
     latencies: list[float] = []
@@ -75,8 +76,7 @@ async def drive(
         while pending:
             run_id = pending.pop()
             started = time.perf_counter()
-            body = {"attempt": 1, "outcome": "succeeded", "detail": "bench"}
-            async with http.post(f"{url}/v1/runs/{run_id}/complete", json=body) as answer:
+            async with http.post(f"{url}/v1/runs/{run_id}/{action}", json=body) as answer:
                 await answer.read()
             latencies.append(time.perf_counter() - started)
             statuses[answer.status] = statuses.get(answer.status, 0) + 1
@@ -137,7 +137,12 @@ async def main(args: argparse.Namespace) -> None:
     api = await start_api(port, prefix)
     try:
         load_before = os.getloadavg()
-        seconds, latencies, statuses = await drive(f"http://127.0.0.1:{port}", key, run_ids, args.concurrency)
+        url = f"http://127.0.0.1:{port}"
+        # First a heartbeat of every run (the existing endpoint of the same shape: a run read, a job read, a
+        # lease check row, one LWT), side by side with the completions that follow, on the same runs.
+        beats = await drive(url, key, run_ids, args.concurrency, "heartbeat", {"attempt": 1, "extendByS": 3000})
+        body = {"attempt": 1, "outcome": "succeeded", "detail": "bench"}
+        seconds, latencies, statuses = await drive(url, key, run_ids, args.concurrency, "complete", body)
     finally:
         api.terminate()
         await api.wait()
@@ -148,6 +153,9 @@ async def main(args: argparse.Namespace) -> None:
         "concurrency": args.concurrency,
         "statuses": statuses,
         "completions_per_s": round(statuses.get(202, 0) / seconds, 1),
+        "heartbeats_per_s": round(beats[2].get(200, 0) / beats[0], 1),
+        "heartbeat_latency_ms": {"p50": round(statistics.median(beats[1]) * 1000, 1),
+                                 "p99": round(sorted(beats[1])[int(len(beats[1]) * 0.99) - 1] * 1000, 1)},
         "latency_ms": {"p50": round(statistics.median(ordered) * 1000, 1),
                        "p99": round(ordered[int(len(ordered) * 0.99) - 1] * 1000, 1)},
         "loadavg": {"before": load_before, "end": os.getloadavg()},
