@@ -19,13 +19,13 @@ import json
 import os
 import socket
 import statistics
-import sys
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
 import aiohttp
 
+from benchmarks.api_bench import start_api
 from benchmarks.worker_bench import ROOT
 from schemas.messages import AsyncCompletionDoc, HttpTarget, JobDefinition, ScheduleDoc, encode
 from tickwheel.commands import run_migrate
@@ -94,29 +94,6 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-async def start_api(port: int, prefix: str) -> asyncio.subprocess.Process:
-    env = {
-        **os.environ,
-        "TICKWHEEL_API_PORT": str(port),
-        "TICKWHEEL_API_REQUESTS_PER_S": "1000000",
-        "TICKWHEEL_CASSANDRA_KEYSPACE": KEYSPACE,
-        "TICKWHEEL_KAFKA_TOPIC_PREFIX": prefix,
-        "TICKWHEEL_LOG_LEVEL": "WARNING",
-    }
-    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "tickwheel.cli", "api", env=env, cwd=ROOT)
-    async with aiohttp.ClientSession() as http:
-        for _ in range(300):
-            try:
-                async with http.get(f"http://127.0.0.1:{port}/readyz") as answer:
-                    if answer.status == 200:
-                        return process
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.2)
-    process.terminate()
-    raise SystemExit("the API did not become ready")
-
-
 async def main(args: argparse.Namespace) -> None:
     os.environ.setdefault("TICKWHEEL_ENV_FILE", str(ROOT / ".stack" / "env"))
     settings = Settings.from_env()
@@ -134,7 +111,8 @@ async def main(args: argparse.Namespace) -> None:
     finally:
         await store.close()
     port = free_port()
-    api = await start_api(port, prefix)
+    extra = {"TICKWHEEL_CASSANDRA_KEYSPACE": KEYSPACE, "TICKWHEEL_KAFKA_TOPIC_PREFIX": prefix}
+    api = await start_api(port, extra)
     try:
         load_before = os.getloadavg()
         url = f"http://127.0.0.1:{port}"

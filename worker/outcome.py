@@ -52,14 +52,8 @@ def judge(
     outcome = outcome_of(result, definition)
     retry_after_s = parse_retry_after(result.retry_after, now)
     decision = decide(policy, outcome, attempt, scheduled_at, now, rand, retry_after_s)
-    if decision.succeeded:
-        status = RunStatus.SUCCEEDED
-    elif decision.dead:
-        status = RunStatus.DEAD
-    else:
-        status = RunStatus.RETRY
     record = AttemptResult(
-        status=status,
+        status=status_of(decision),
         response_code=result.status,
         error=error_text(result, decision),
         response_excerpt=result.excerpt.decode("utf-8", errors="replace") if result.excerpt else None,
@@ -87,13 +81,17 @@ def judge_report(
     outcome = Outcome.SUCCESS if report.outcome == "succeeded" else Outcome.RETRY
     decision = decide(policy, outcome, attempt, scheduled_at, now, rand)
     if decision.succeeded:
-        record = AttemptResult(RunStatus.SUCCEEDED, response_excerpt=report.detail)
-    else:
-        what = f"reported failed: {report.detail}" if report.detail else "reported failed"
-        error = f"{what}; {decision.dead_reason}" if decision.dead_reason else what
-        record = AttemptResult(RunStatus.DEAD if decision.dead else RunStatus.RETRY, error=error,
-                               retry_at=decision.retry_at)  # fmt: skip
-    return Verdict(outcome, decision, record)
+        return Verdict(outcome, decision, AttemptResult(RunStatus.SUCCEEDED, response_excerpt=report.detail))
+    what = f"reported failed: {report.detail}" if report.detail else "reported failed"
+    error = f"{what}; {decision.dead_reason}" if decision.dead_reason else what
+    return Verdict(outcome, decision, AttemptResult(status_of(decision), error=error, retry_at=decision.retry_at))
+
+
+def status_of(decision: RetryDecision) -> RunStatus:
+    """The run status a retry decision records."""
+    if decision.succeeded:
+        return RunStatus.SUCCEEDED
+    return RunStatus.DEAD if decision.dead else RunStatus.RETRY
 
 
 def error_text(result: CallResult, decision: RetryDecision) -> str | None:
