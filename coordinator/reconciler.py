@@ -2,12 +2,12 @@
 recorded for them; what is missing is written again within the job's catch-up policy, and everything else is a
 `missed` fire, counted per reason, logged, and handed to `on_missed` (the run-event notifications).
 
-The window of a job is (the later of: when the job reached its current version, now - lookback; the earlier of:
-now - grace, just before its next run]: an occurrence before the job's current version belonged to another
-schedule (or to a pause), one within `grace` of now may still be on its way (the chain writes each next run
-when the previous one fires), and the next run itself is the sweeper's. When the
-audit log no longer holds the version's start, the lookback alone bounds the window. The decision is pure
-(`tickwheel.core.reconcile`); this module reads, repairs and counts.
+The window of a job is (the latest of: when the job reached its current version, when it was created, now -
+lookback; the earlier of: now - grace, just before its next run]: an occurrence before the job's current
+version belonged to another schedule (or to a pause), one within `grace` of now may still be on its way (the
+chain writes each next run when the previous one fires), and the next run itself is the sweeper's. When the
+audit log no longer holds the version's start, the creation and the lookback bound the window. The decision is
+pure (`tickwheel.core.reconcile`); this module reads, repairs and counts.
 
 A pass reads at most `reconcile_pages_per_pass` pages of the jobs table and the next pass resumes after them, so
 a pass costs the same however many jobs there are; a full cycle over N jobs takes N / (pages x page size) passes,
@@ -91,6 +91,8 @@ class Reconciler:
         not due yet, or the sweeper's)."""
         started = await self.version_started(job)
         after = now - self.lookback if started is None else max(started, now - self.lookback)
+        if job.created_at is not None:  # nothing was promised before the job existed (a job with no audit row)
+            after = max(after, job.created_at)
         until = now - self.grace
         if job.next_run_at is not None:
             until = min(until, job.next_run_at - ONE_MS)

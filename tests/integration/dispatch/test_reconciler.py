@@ -43,7 +43,7 @@ async def every_minute_job(
         next_at, None, 100, None, None, now - timedelta(hours=2), now,
     )  # fmt: skip
     job = dataclasses.replace(job, next_run_id=jobs.run_of(job, next_at).run_id)
-    await jobs.create_job(store, job, jobs.run_of(job, next_at), now)
+    await jobs.create_job(store, job, jobs.run_of(job, next_at), job.created_at)  # made two hours ago
     change = audit.JobChangeRecord(job_id, job.tenant_id, now - timedelta(minutes=30), 2, "resume", "k", [], {})
     await audit.record_change(store, change, 3600)
     return job
@@ -155,3 +155,14 @@ async def test_the_active_coordinator_repairs_and_puts_unrepaired_misses_on_the_
     finally:
         await consumer.close()
         await running.stop()
+
+
+async def test_nothing_before_a_job_existed_is_held_against_it_when_the_audit_log_has_no_row(
+    dsettings: Settings, store: CassandraStore, producer: KafkaProducer
+) -> None:
+    now = datetime.now(UTC)
+    job = await every_minute_job(store, dsettings, now, "none")
+    created = now - timedelta(minutes=20)
+    unaudited = dataclasses.replace(job, version=7, created_at=created)  # no audit row for version 7
+    after, _ = await Reconciler(dsettings, store, NearAnnouncer(dsettings, producer)).window(unaudited, now)
+    assert after == created
