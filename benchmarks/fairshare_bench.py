@@ -90,9 +90,16 @@ async def one_pass(
     finally:
         worker.terminate()
         worker.wait(30)
+    # The worker may still be joining its group when the messages are produced (seconds on a loaded box): the
+    # lags from the first call of either tenant are the fair-share figure, `first_call_s` is that start-up.
+    first_call = min([*a_lags, *b_lags])
     return {
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "worker_env": extra_env,
+        "first_call_s": round(first_call, 2),
+        "b_start_lag_after_first_call_s": {
+            q: round(quantile(b_lags, v) - first_call, 3) for q, v in (("p50", 0.5), ("p99", 0.99), ("max", 1.0))
+        },
         "a_runs": args.a_runs,
         "b_runs": args.b_runs,
         "loadavg": {"before": load_before, "end": os.getloadavg()},
