@@ -26,6 +26,8 @@ from .models import (
     Attempt,
     Backfill,
     BackfilledRun,
+    BatchItem,
+    BatchResult,
     BulkPurge,
     BulkRedrive,
     Calendar,
@@ -74,13 +76,13 @@ from .version import VERSION
 __version__ = VERSION
 
 __all__ = [
-    "ApiError", "AsyncClient", "AsyncCompletion", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BulkPurge",
-    "BulkRedrive", "Calendar", "CatchUp", "Change", "ChangeAction", "Client", "Completed", "Completion",
-    "CompletionOutcome", "Config", "ConfigError", "Conflict", "ConnectionFailed", "DeadLetter", "DiffOp", "DstFlag",
-    "DstGap", "DstRepeat", "DueCounts", "Exclude", "ExcludedFire", "Fire", "HttpMethod", "HttpTarget",
-    "InvalidInput", "Job", "JobChange", "JobPatch", "JobSpec", "JobState", "KafkaTarget", "Lease", "NotFound",
-    "Notify", "NotifyEvent", "Overlap", "PayloadTooLarge", "PreconditionFailed", "PreconditionRequired", "Priority",
-    "RateLimited", "Redriven", "RequestedRun", "Retries", "RetryPolicy", "Run", "RunOrigin", "RunStatus",
-    "RunSummary", "Schedule", "ScheduleType", "ServerError", "TickwheelClientError", "Unauthorized", "Unavailable",
-    "UnexpectedAnswer",
+    "ApiError", "AsyncClient", "AsyncCompletion", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BatchItem",
+    "BatchResult", "BulkPurge", "BulkRedrive", "Calendar", "CatchUp", "Change", "ChangeAction", "Client",
+    "Completed", "Completion", "CompletionOutcome", "Config", "ConfigError", "Conflict", "ConnectionFailed",
+    "DeadLetter", "DiffOp", "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Exclude", "ExcludedFire", "Fire",
+    "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobChange", "JobPatch", "JobSpec", "JobState",
+    "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent", "Overlap", "PayloadTooLarge", "PreconditionFailed",
+    "PreconditionRequired", "Priority", "RateLimited", "Redriven", "RequestedRun", "Retries", "RetryPolicy", "Run",
+    "RunOrigin", "RunStatus", "RunSummary", "Schedule", "ScheduleType", "ServerError", "TickwheelClientError",
+    "Unauthorized", "Unavailable", "UnexpectedAnswer",
 ]  # fmt: skip
