@@ -40,7 +40,11 @@ def add_stack_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
     cmd_up = commands.add_parser("up", help="start the local servers and wait until they answer")
     cmd_up.add_argument("--only", type=_names, default=None, help=f"comma-separated subset of: {','.join(SPECS)}")
     cmd_up.add_argument(
-        "--hosts", type=_hosts, default=CLUSTER_HOSTS, help="a cluster's three loopback addresses (default %(default)s)"
+        "--hosts",
+        type=_hosts,
+        default=None,
+        help=f"the nodes' loopback addresses (--nodes 3: default {','.join(CLUSTER_HOSTS)}; --nodes 1 with --hosts "
+        "and --dir: a single node on an address of its own, e.g. a soak's baseline beside the dev stack)",
     )
     _where(cmd_up)
     cmd_up.set_defaults(func=run_up)
@@ -72,8 +76,12 @@ def _hosts(value: str) -> tuple[str, ...]:
 def run_up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     where = _dir(args)
+    cluster = args.hosts or (CLUSTER_HOSTS if args.nodes == 3 else None)
+    if cluster is not None and len(cluster) != args.nodes:
+        print(f"--hosts names {len(cluster)} addresses for --nodes {args.nodes}", file=sys.stderr)
+        return 2
     try:
-        up(where, only=args.only, cluster=args.hosts if args.nodes == 3 else None)
+        up(where, only=args.only, cluster=cluster)
     except StackError as exc:
         print(f"stack up failed: {exc}", file=sys.stderr)
         return 1

@@ -79,13 +79,13 @@ logger.ak.level = warn
 _NODE_OVERRIDES = {
     "node.id": "{node_id}",
     "controller.quorum.voters": "{voters}",
-    "offsets.topic.replication.factor": "3",
-    "transaction.state.log.replication.factor": "3",
-    "transaction.state.log.min.isr": "2",
-    "share.coordinator.state.topic.replication.factor": "3",
-    "share.coordinator.state.topic.min.isr": "2",
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
+    "offsets.topic.replication.factor": "{replicas}",
+    "transaction.state.log.replication.factor": "{replicas}",
+    "transaction.state.log.min.isr": "{min_isr}",
+    "share.coordinator.state.topic.replication.factor": "{replicas}",
+    "share.coordinator.state.topic.min.isr": "{min_isr}",
+    "default.replication.factor": "{replicas}",
+    "min.insync.replicas": "{min_isr}",
     "unclean.leader.election.enable": "false",
     "num.partitions": "1",
 }
@@ -154,7 +154,8 @@ def _node_properties(hosts: Sequence[str], index: int) -> str:
         "listeners": f"PLAINTEXT://{host}:{CLUSTER_BROKER_PORT},CONTROLLER://{host}:{CLUSTER_CONTROLLER_PORT}",
         "advertised.listeners": f"PLAINTEXT://{host}:{CLUSTER_BROKER_PORT}",
     }
-    overrides = {k: v.format(node_id=index + 1, voters=voters) for k, v in _NODE_OVERRIDES.items()} | single
+    fields = {"node_id": index + 1, "voters": voters, "replicas": len(hosts), "min_isr": min(2, len(hosts))}
+    overrides = {k: v.format(**fields) for k, v in _NODE_OVERRIDES.items()} | single
     lines = []
     for line in _PROPERTIES.splitlines():
         key = line.partition("=")[0]

@@ -38,14 +38,20 @@ log = logging.getLogger(__name__)
 SPECS: dict[str, ServerSpec] = {spec.name: spec for spec in (cassandra.SPEC, kafka.SPEC, zookeeper.SPEC, redis.SPEC)}
 CLUSTER_FILE = "cluster"
 CLUSTER_HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
+
+
 # What a cluster's clients are told besides the endpoints: every keyspace on three replicas, QUORUM writes and
 # reads (LWTs are SERIAL: tickwheel.store.cassandra); topics on three brokers (min.insync.replicas=2 is the
 # brokers' default, acks=all the producer's).
-CLUSTER_SETTINGS = {
-    "TICKWHEEL_CASSANDRA_REPLICATION": "{'class': 'SimpleStrategy', 'replication_factor': 3}",
-    "TICKWHEEL_CASSANDRA_CONSISTENCY": "QUORUM",
-    "TICKWHEEL_KAFKA_REPLICATION_FACTOR": "3",
-}
+def cluster_settings(nodes: int) -> dict[str, str]:
+    """The settings a cluster of `nodes` gives its clients besides the endpoints."""
+    return {
+        "TICKWHEEL_CASSANDRA_REPLICATION": f"{{'class': 'SimpleStrategy', 'replication_factor': {nodes}}}",
+        "TICKWHEEL_CASSANDRA_CONSISTENCY": "QUORUM",
+        "TICKWHEEL_KAFKA_REPLICATION_FACTOR": str(nodes),
+    }
+
+
 LOG_TAIL_LINES = 40
 _POLL_S = 0.5
 _SPAWN_ORDER_WAIT_S = 600.0
@@ -65,9 +71,9 @@ class ServerStatus:
 
 
 def cluster_specs(hosts: Sequence[str]) -> dict[str, ServerSpec]:
-    """A cluster on three `hosts`: Cassandra nodes first (the slowest), then Kafka, ZooKeeper, Redis."""
-    if len(hosts) != 3:
-        raise StackError(f"a cluster has three nodes, got hosts {', '.join(hosts) or 'none'}")
+    """A cluster on three `hosts` (or one): Cassandra nodes first (the slowest), then Kafka, ZooKeeper, Redis."""
+    if len(hosts) not in (1, 3):  # one: a single-node stack on an address of its own (a soak's baseline)
+        raise StackError(f"a cluster has three nodes (or one), got hosts {', '.join(hosts) or 'none'}")
     specs = [
         *(cassandra.node_spec(hosts, i) for i in range(len(hosts))),
         *(kafka.node_spec(hosts, i) for i in range(len(hosts))),
@@ -289,7 +295,7 @@ def _write_env(stack_dir: Path, overrides: Mapping[str, str]) -> dict[str, str]:
         by_kind: dict[str, list[str]] = {}
         for spec in cluster_specs(hosts).values():
             by_kind.setdefault(spec.env_var, []).append(spec.endpoint)
-        values = {env_var: ",".join(endpoints) for env_var, endpoints in by_kind.items()} | CLUSTER_SETTINGS
+        values = {env_var: ",".join(endpoints) for env_var, endpoints in by_kind.items()} | cluster_settings(len(hosts))
         (stack_dir / "env").write_text("".join(f"{k}={v}\n" for k, v in values.items()))
         return {kind_of(name): ",".join(e) for name, e in zip(SPECS, by_kind.values(), strict=True)}
     result = {

@@ -71,6 +71,9 @@ def _prepare(stack_dir: Path, name: str, host: str, client_port: int, ensemble: 
 
 
 def _prepare_node(stack_dir: Path, hosts: Sequence[str], index: int) -> None:
+    if len(hosts) == 1:  # a one-node "cluster" is a standalone server on its own address
+        _prepare(stack_dir, f"{NAME}-1", hosts[0], CLUSTER_CLIENT_PORT, ensemble="")
+        return
     ensemble = "".join(
         f"server.{i + 1}={h}:{CLUSTER_QUORUM_PORT}:{CLUSTER_ELECTION_PORT}\n" for i, h in enumerate(hosts)
     )
