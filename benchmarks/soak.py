@@ -137,8 +137,8 @@ class Proc:
             await asyncio.to_thread(self.popen.wait)
 
 
-def soak_settings(stack_dir: Path, tag: str) -> Settings:
-    base = Settings.from_env({}, env_file=stack_dir / "env")
+def soak_settings(base: Settings, tag: str) -> Settings:
+    """The soak's own namespace on the servers of `base`."""
     return dataclasses.replace(
         base,
         cassandra=dataclasses.replace(base.cassandra, keyspace=f"tw_soak_{tag}"),
@@ -148,10 +148,18 @@ def soak_settings(stack_dir: Path, tag: str) -> Settings:
     )
 
 
-def process_env(stack_dir: Path, s: Settings, port_key: str, port: int) -> dict[str, str]:
+def process_env(s: Settings, port_key: str, port: int) -> dict[str, str]:
+    """Every setting the processes need, explicit: no env file is read (TICKWHEEL_ENV_FILE names none)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
     env.update(
-        TICKWHEEL_ENV_FILE=str((stack_dir / "env").resolve()),
+        TICKWHEEL_ENV_FILE="/nonexistent",
+        TICKWHEEL_CASSANDRA=",".join(s.cassandra.hosts),
+        TICKWHEEL_CASSANDRA_REPLICATION=s.cassandra.replication,
+        TICKWHEEL_CASSANDRA_CONSISTENCY=s.cassandra.consistency,
+        TICKWHEEL_KAFKA=s.kafka.bootstrap,
+        TICKWHEEL_KAFKA_REPLICATION_FACTOR=str(s.kafka.replication_factor),
+        TICKWHEEL_ZOOKEEPER=s.zookeeper.hosts,
+        TICKWHEEL_REDIS=s.redis.url,
         TICKWHEEL_CASSANDRA_KEYSPACE=s.cassandra.keyspace,
         TICKWHEEL_KAFKA_TOPIC_PREFIX=s.kafka.topic_prefix,
         TICKWHEEL_KAFKA_LANE_PARTITIONS=str(s.kafka.lane_partitions),
@@ -168,13 +176,13 @@ def process_env(stack_dir: Path, s: Settings, port_key: str, port: int) -> dict[
     return env
 
 
-def make_platform(stack_dir: Path, s: Settings, logs: Path) -> dict[str, Proc]:
+def make_platform(s: Settings, logs: Path) -> dict[str, Proc]:
     procs = {}
     for kind, count in (("api", 1), ("coordinator", 1), ("dispatcher", 2), ("worker", 2)):
         for i in range(1, count + 1):
             name = kind if count == 1 else f"{kind}-{i}"
             port = free_port()
-            env = process_env(stack_dir, s, f"TICKWHEEL_{kind.upper()}_PORT", port)
+            env = process_env(s, f"TICKWHEEL_{kind.upper()}_PORT", port)
             procs[name] = Proc(kind, name, env, port, logs / f"{name}.log")
     return procs
 
@@ -216,7 +224,8 @@ class Load:
                     document = await answer.json(content_type=None)
                     failed = answer.status >= 500
                     self.requests.append(ApiRequest(at, failed, f"{method} {path} {answer.status}"))
-                    if not failed:
+                    # 409 + Retry-After: an earlier try of this key (one that timed out here) is still running
+                    if not failed and answer.status != 409:
                         return answer.status, document
             except (aiohttp.ClientError, TimeoutError) as exc:
                 self.requests.append(ApiRequest(at, True, f"{method} {path} {type(exc).__name__}"))
@@ -370,7 +379,14 @@ class Nemesis:
         await asyncio.to_thread(stack.stop_server, self.stack_dir, name)
         await asyncio.sleep(down_s)
         self.say(f"start {name}")
-        await asyncio.to_thread(stack.start_server, self.stack_dir, name, lambda line: None)
+        # In a process of its own: the probes' driver timeouts must not depend on this busy event loop's GIL.
+        restart = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tickwheel.stack", "up", "--dir", str(self.stack_dir), "--only", name,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        output, _ = await restart.communicate()
+        if restart.returncode != 0:
+            raise RuntimeError(f"{name} did not come back: {output.decode()[-500:]}")
         self.say(f"{name} answers again")
 
     def _nodes(self, kind: str) -> list[str]:
@@ -443,7 +459,11 @@ async def nemesis_loop(
             nemesis.say(f"no time left for {fault}")
             break
         start = datetime.now(UTC)
-        name = await nemesis.run(fault)
+        try:
+            name = await nemesis.run(fault)
+        except Exception as exc:  # a heal that failed is a finding: report it in the window, go on
+            nemesis.say(f"{fault}: {exc!r}")
+            name = f"{fault} (heal failed)"
         windows.append(Window(name, start, datetime.now(UTC) + timedelta(seconds=settle_s)))
         await asyncio.sleep(settle_s + gap_s)
     return windows
@@ -511,11 +531,12 @@ async def final_statuses(load: Load, runs: list[Expected]) -> dict[uuid.UUID, st
 # --- the soak ----------------------------------------------------------------------------------------------
 
 
-async def soak(args: argparse.Namespace) -> list[WindowReport]:
+async def soak(args: argparse.Namespace, base: Settings | None = None) -> list[WindowReport]:
+    """Run the soak on the stack in `args.stack_dir` (its servers: `base`, else its env file); the table's rows."""
     stack_dir: Path = args.stack_dir
     rng = random.Random(args.seed)
     tag = uuid.uuid4().hex[:6]
-    settings = soak_settings(stack_dir, tag)
+    settings = soak_settings(base or Settings.from_env({}, env_file=stack_dir / "env"), tag)
     logs = Path(tempfile.mkdtemp(prefix=f"soak-{stack_dir.name}-"))
     print(f"soak {tag} on {stack_dir} ({settings.cassandra.hosts}), logs in {logs}", flush=True)
     from tickwheel.bus.kafka import ensure_topics
@@ -527,11 +548,10 @@ async def soak(args: argparse.Namespace) -> list[WindowReport]:
     for i in range(3):
         tenant, key = await create_tenant(store, f"soak-{tag}-{i}", datetime.now(UTC))
         tenants.append(Tenant(tenant.tenant_id, key))
-    await store.close()
     topics = {f"{default_topic_prefix(t.tenant_id)}soak": t.tenant_id for t in tenants}
     await ensure_topics(settings.kafka, dict.fromkeys(topics, 1))
 
-    procs = make_platform(stack_dir, settings, logs)
+    procs = make_platform(settings, logs)
     sink = await Sink().start()
     load = Load(f"http://127.0.0.1:{procs['api'].port}", sink, tenants, random.Random(args.seed + 1))
     load.http = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=15))
@@ -566,6 +586,8 @@ async def soak(args: argparse.Namespace) -> list[WindowReport]:
         for proc in procs.values():
             await proc.stop()
         await sink.stop()
+        await store.execute_raw(f"DROP KEYSPACE IF EXISTS {settings.cassandra.keyspace}")  # shared servers' heap
+        await store.close()
     rows = check_windows(
         expected, calls, windows, now=load_end, finals=finals, requests=load.requests, early_slack_s=0.0
     )

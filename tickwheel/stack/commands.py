@@ -11,7 +11,7 @@ import sys
 import time
 from pathlib import Path
 
-from tickwheel.stack.lifecycle import CLUSTER_HOSTS, SPECS, down, specs_of, status, up
+from tickwheel.stack.lifecycle import CLUSTER_HOSTS, SPECS, down, kind_of, specs_of, status, up
 from tickwheel.stack.process import StackError, log_path, tail
 
 CLUSTER_DIR = ".stack-cluster"
@@ -62,8 +62,9 @@ def add_stack_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentP
 
 
 def _names(value: str) -> set[str]:
+    """Kinds (`kafka`) or a cluster's nodes (`kafka-2`); `up` checks the nodes against the directory's stack."""
     names = {n.strip() for n in value.split(",") if n.strip()}
-    unknown = names - set(SPECS)
+    unknown = {n for n in names if kind_of(n) not in SPECS}
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown server(s) {', '.join(sorted(unknown))}")
     return names
