@@ -233,8 +233,8 @@ class Load:
         return 599, None
 
     async def create(self, tenant: Tenant, body: dict[str, Any], succeeds: bool = True) -> None:
+        first_sent = datetime.now(UTC)
         status, job = await self.call("POST", "/v1/jobs", tenant, body)
-        accepted_at = datetime.now(UTC)
         if status != 201:
             print(f"load: a create was refused ({status}): {job}", flush=True)
             return
@@ -242,9 +242,10 @@ class Load:
             self.crons.append((uuid.UUID(job["id"]), datetime.fromisoformat(job["next_run_at"]), tenant))
             return
         run_id = uuid.UUID(job["next_run_id"])
-        # A create retried through a fault may be accepted after its runAt: the run is due when it was accepted
-        # (the delay is already counted, as API errors), so its lag measures the platform, not the outage.
-        due_at = max(datetime.fromisoformat(job["next_run_at"]), accepted_at)
+        # A create retried through a fault may be accepted after its runAt: it is due no earlier than its first
+        # try was sent (the server may have written it then, before a reply that timed out), so a call is early
+        # only if it precedes both; its lag includes the time the API took to accept it.
+        due_at = max(datetime.fromisoformat(job["next_run_at"]), first_sent)
         self.expected.append(Expected(run_id, tenant.tenant_id, due_at, succeeds))
         self.keys[run_id] = tenant.key
 
@@ -592,7 +593,31 @@ async def soak(args: argparse.Namespace, base: Settings | None = None) -> list[W
         expected, calls, windows, now=load_end, finals=finals, requests=load.requests, early_slack_s=0.0
     )
     write_report(args, stack_dir, started, load_end, rows, nemesis.log, load)
+    if getattr(args, "history", None):
+        write_history(Path(args.history), expected, calls, windows, finals, load.requests)
     return rows
+
+
+def write_history(
+    path: Path,
+    expected: list[Expected],
+    calls: list[Call],
+    windows: list[Window],
+    finals: dict[uuid.UUID, str],
+    requests: list[ApiRequest],
+) -> None:
+    """The whole history as JSON lines, for a second look at what the table sums up."""
+    import json
+
+    def record(kind: str, item: Any) -> str:
+        fields = {k: str(v) if isinstance(v, uuid.UUID | datetime) else v for k, v in dataclasses.asdict(item).items()}
+        return json.dumps({"kind": kind, **fields})
+
+    lines = [record("expected", e) for e in expected]
+    lines += [record("call", c) for c in calls] + [record("window", w) for w in windows]
+    lines += [record("request", r) for r in requests]
+    lines += [json.dumps({"kind": "final", "run_id": str(k), "status": v}) for k, v in finals.items()]
+    path.write_text("\n".join(lines) + "\n")
 
 
 def loadavg() -> str:
@@ -640,6 +665,7 @@ def main() -> int:
     parser.add_argument("--down-s", type=float, default=20.0, help="how long a server stays stopped")
     parser.add_argument("--drain-s", type=float, default=60.0, help="wait after the last due run before checking")
     parser.add_argument("--out", help="also write the report here")
+    parser.add_argument("--history", help="write every expected run, call, window, request and final status here")
     args = parser.parse_args()
     args.stack_dir = Path(args.stack_dir).resolve()
     unknown = set(args.faults) - set(FAULTS)
