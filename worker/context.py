@@ -13,7 +13,7 @@ from yarl import URL
 
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
 from tickwheel.core.targets import default_topic_prefix
-from tickwheel.egress import canonical_host
+from tickwheel.egress import canonical_authority, canonical_host
 from tickwheel.settings import WorkerSettings
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.jobs import read_state
@@ -58,6 +58,14 @@ class RunContext:
         if isinstance(target, KafkaTarget):
             return f"kafka:{target.topic}"
         return canonical_host(URL(target.url).host or "-")
+
+    def flow_key(self) -> str:
+        """What breakers and limits are keyed by: the target's host and port (`canonical_authority`), or the
+        Kafka topic."""
+        target = self.definition.target
+        if isinstance(target, KafkaTarget):
+            return f"kafka:{target.topic}"
+        return canonical_authority(target.url)
 
     def call_timeout_s(self, settings: WorkerSettings) -> float:
         target = self.definition.target
