@@ -222,10 +222,11 @@ class Load:
             try:
                 async with self.http.request(method, f"{self.api}{path}", json=body, headers=headers) as answer:
                     document = await answer.json(content_type=None)
-                    failed = answer.status >= 500
+                    # Every request here is valid: any answer but 2xx, 404 (a run read before it exists) and 409 (an
+                    # earlier try of this key, timed out here, still running) is a failure the tenant sees.
+                    failed = answer.status >= 400 and answer.status not in (404, 409)
                     self.requests.append(ApiRequest(at, failed, f"{method} {path} {answer.status}"))
-                    # 409 + Retry-After: an earlier try of this key (one that timed out here) is still running
-                    if not failed and answer.status != 409:
+                    if answer.status < 500 and answer.status != 409:
                         return answer.status, document
             except (aiohttp.ClientError, TimeoutError) as exc:
                 self.requests.append(ApiRequest(at, True, f"{method} {path} {type(exc).__name__}"))

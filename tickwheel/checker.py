@@ -141,7 +141,7 @@ class Window:
 
 @dataclass(frozen=True, slots=True)
 class ApiRequest:
-    """One request of the load generator: when it was sent and whether it failed (5xx, or no answer)."""
+    """One request of the load generator: when it was sent and whether it failed (an error answer, or none)."""
 
     at: datetime
     failed: bool
