@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import os
 import random
 import signal
 import socket
@@ -52,13 +51,13 @@ from typing import Any
 import aiohttp
 
 from schemas.messages import topic_names
-from tickwheel import stack
-from tickwheel.checker import TABLE_HEADER, ApiRequest, Call, Expected, Window, WindowReport, check_windows
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.targets import default_topic_prefix
-from tickwheel.platform import ready
+from tickwheel.dev import stack
+from tickwheel.dev.checker import TABLE_HEADER, ApiRequest, Call, Expected, Window, WindowReport, check_windows
+from tickwheel.dev.platform import ready
+from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
 
@@ -149,31 +148,8 @@ def soak_settings(base: Settings, tag: str) -> Settings:
 
 
 def process_env(s: Settings, port_key: str, port: int) -> dict[str, str]:
-    """Every setting the processes need, explicit: no env file is read (TICKWHEEL_ENV_FILE names none)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
-    env.update(
-        TICKWHEEL_ENV_FILE="/nonexistent",
-        TICKWHEEL_CASSANDRA=",".join(s.cassandra.hosts),
-        TICKWHEEL_CASSANDRA_REPLICATION=s.cassandra.replication,
-        TICKWHEEL_CASSANDRA_CONSISTENCY=s.cassandra.consistency,
-        TICKWHEEL_KAFKA=s.kafka.bootstrap,
-        TICKWHEEL_KAFKA_REPLICATION_FACTOR=str(s.kafka.replication_factor),
-        TICKWHEEL_ZOOKEEPER=s.zookeeper.hosts,
-        TICKWHEEL_REDIS=s.redis.url,
-        TICKWHEEL_CASSANDRA_KEYSPACE=s.cassandra.keyspace,
-        TICKWHEEL_KAFKA_TOPIC_PREFIX=s.kafka.topic_prefix,
-        TICKWHEEL_KAFKA_LANE_PARTITIONS=str(s.kafka.lane_partitions),
-        TICKWHEEL_KAFKA_NEAR_PARTITIONS=str(s.kafka.near_partitions),
-        TICKWHEEL_ZOOKEEPER_CHROOT=s.zookeeper.chroot,
-        TICKWHEEL_REDIS_KEY_PREFIX=s.redis.key_prefix,
-        TICKWHEEL_API_PORT="0",
-        TICKWHEEL_COORDINATOR_PORT="0",
-        TICKWHEEL_DISPATCHER_PORT="0",
-        TICKWHEEL_WORKER_PORT="0",
-        **RAISED_LIMITS,
-    )
-    env[port_key] = str(port)
-    return env
+    """Exactly these settings (no env file, no stray key), the raised limits and the process's own port."""
+    return {**s.process_env(), **RAISED_LIMITS, port_key: str(port)}
 
 
 def make_platform(s: Settings, logs: Path) -> dict[str, Proc]:
@@ -383,7 +359,7 @@ class Nemesis:
         self.say(f"start {name}")
         # In a process of its own: the probes' driver timeouts must not depend on this busy event loop's GIL.
         restart = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tickwheel.stack", "up", "--dir", str(self.stack_dir), "--only", name,
+            sys.executable, "-m", "tickwheel.dev.stack", "up", "--dir", str(self.stack_dir), "--only", name,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         output, _ = await restart.communicate()

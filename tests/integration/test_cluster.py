@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tickwheel import stack
+from tickwheel.dev import stack
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings, host_port
-from tickwheel.stack import process
 
 HOSTS = ("127.0.3.1", "127.0.3.2", "127.0.3.3")
 

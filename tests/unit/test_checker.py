@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from tickwheel.checker import ApiRequest, Call, Expected, Window, check, check_windows
+from tickwheel.dev.checker import ApiRequest, Call, Expected, Window, check, check_windows
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -5,8 +5,8 @@ three-node cluster of them (`up(dir, cluster=hosts)`, `tickwheel stack up --node
 `start_server` / `stop_server` / `wait_ready` for tests that stop and restart a server.
 """
 
-from tickwheel.stack.commands import add_stack_commands, stack_dir
-from tickwheel.stack.lifecycle import (
+from tickwheel.dev.stack.commands import add_stack_commands, stack_dir
+from tickwheel.dev.stack.lifecycle import (
     CLUSTER_HOSTS,
     SPECS,
     ServerStatus,
@@ -22,7 +22,7 @@ from tickwheel.stack.lifecycle import (
     up,
     wait_ready,
 )
-from tickwheel.stack.process import StackError
+from tickwheel.dev.stack.process import StackError
 
 __all__ = [
     "CLUSTER_HOSTS",

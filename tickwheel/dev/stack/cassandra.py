@@ -7,8 +7,7 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-from tickwheel.settings import host_port
-from tickwheel.stack.process import (
+from tickwheel.dev.stack.process import (
     ServerSpec,
     StackError,
     ensure_maven_jars,
@@ -16,6 +15,7 @@ from tickwheel.stack.process import (
     port_open,
     server_dir,
 )
+from tickwheel.settings import host_port
 
 log = logging.getLogger(__name__)
 
