@@ -183,8 +183,9 @@ def command(stack_dir: Path, name: str = NAME, heap: str = HEAP) -> list[str]:
     ]
 
 
-def probe(endpoint: str) -> str:
-    """The node's release version (read on that very node through the Python driver) and the size of its ring."""
+def probe(endpoint: str, ring: int = 1) -> str:
+    """The node's release version (read on that very node through the Python driver) and the size of its ring;
+    not ready until the node knows `ring` nodes (a cluster's node has not heard of every peer yet)."""
     host, port = host_port(endpoint, 9042)
     if not port_open(host, port):
         raise StackError(f"nothing listens on {host}:{port}")
@@ -204,12 +205,14 @@ def probe(endpoint: str) -> str:
     try:
         session = cluster.connect()
         row = session.execute(SERVER_VERSION, timeout=5).one()
-        ring = len(cluster.metadata.all_hosts())  # this node and the peers it knows (system.peers)
+        known = len(cluster.metadata.all_hosts())  # this node and the peers it knows (system.peers)
     except Exception as exc:  # the driver raises NoHostAvailable, OperationTimedOut, ...
         raise StackError(f"CQL query failed: {exc}") from exc
     finally:
         cluster.shutdown()
-    return f"Cassandra {row.release_version}" + (f", {ring} nodes in its ring" if ring > 1 else "")
+    if known < ring:
+        raise StackError(f"Cassandra {row.release_version} knows {known} of the cluster's {ring} nodes")
+    return f"Cassandra {row.release_version}" + (f", {known} nodes in its ring" if known > 1 else "")
 
 
 SPEC = ServerSpec(
@@ -235,5 +238,5 @@ def node_spec(hosts: Sequence[str], index: int) -> ServerSpec:
         timeout_s=300.0,
         prepare=partial(prepare, name=name, yaml=yaml),
         command=partial(command, name=name, heap=NODE_HEAP),
-        probe=probe,
+        probe=partial(probe, ring=len(hosts)),
     )

@@ -124,12 +124,18 @@ def _spec(name: str, specs: Mapping[str, ServerSpec] = SPECS) -> ServerSpec:
         raise StackError(f"unknown server {name!r}; known: {', '.join(specs)}") from None
 
 
-def wait_ready(name: str, endpoint: str, timeout_s: float, alive: Callable[[], bool] | None = None) -> str:
+def wait_ready(
+    name: str,
+    endpoint: str,
+    timeout_s: float,
+    alive: Callable[[], bool] | None = None,
+    probe: Callable[[str], str] | None = None,
+) -> str:
     """Probe `endpoint` until it answers a real request; return the probe's detail.
 
     Raises StackError after `timeout_s`, or as soon as `alive()` says the server process has exited.
     """
-    probe = _spec(kind_of(name)).probe
+    probe = probe or _spec(kind_of(name)).probe  # a cluster node's own probe also checks it sees its peers
     deadline = time.monotonic() + timeout_s
     while True:
         try:
@@ -143,9 +149,9 @@ def wait_ready(name: str, endpoint: str, timeout_s: float, alive: Callable[[], b
         time.sleep(_POLL_S)
 
 
-def _healthy(name: str, endpoint: str) -> str | None:
+def _healthy(spec: ServerSpec) -> str | None:
     try:
-        return _spec(kind_of(name)).probe(endpoint)
+        return spec.probe(spec.endpoint)
     except StackError:
         return None
 
@@ -187,7 +193,7 @@ def start_server(
 
 def _wait_started(stack_dir: Path, spec: ServerSpec, pid: int, progress: Progress) -> str:
     try:
-        return wait_ready(spec.name, spec.endpoint, spec.timeout_s, alive=lambda: is_running(pid))
+        return wait_ready(spec.name, spec.endpoint, spec.timeout_s, alive=lambda: is_running(pid), probe=spec.probe)
     except StackError:
         path = log_path(stack_dir, spec.name)
         progress(f"{spec.name}: last {LOG_TAIL_LINES} lines of {path}:\n{tail(path, LOG_TAIL_LINES)}")
@@ -199,11 +205,13 @@ def _reuse(stack_dir: Path, spec: ServerSpec, progress: Progress) -> str | None:
     pid = read_pid(stack_dir, spec.name)
     if pid is None:
         return None
-    detail = _healthy(spec.name, spec.endpoint)
+    detail = _healthy(spec)
     if detail is None:  # still starting (a crashed `up`), or hung: give it its start timeout
         progress(f"{spec.name}: pid {pid} is not answering yet; waiting up to {spec.timeout_s:.0f} s")
         try:
-            detail = wait_ready(spec.name, spec.endpoint, spec.timeout_s, alive=lambda: is_running(pid))
+            detail = wait_ready(
+                spec.name, spec.endpoint, spec.timeout_s, alive=lambda: is_running(pid), probe=spec.probe
+            )
         except StackError as exc:
             progress(f"{spec.name}: pid {pid} {exc}; restarting it")
             terminate(stack_dir, spec.name)
@@ -336,6 +344,6 @@ def _status(stack_dir: Path, name: str, endpoint: str, external: bool) -> Server
     if pid is None and not external:
         return ServerStatus(name, endpoint, None, False, "not running")
     try:
-        return ServerStatus(name, endpoint, pid, True, _spec(kind_of(name)).probe(endpoint))
+        return ServerStatus(name, endpoint, pid, True, _spec(name, specs_of(stack_dir)).probe(endpoint))
     except StackError as exc:
         return ServerStatus(name, endpoint, pid, False, str(exc))
