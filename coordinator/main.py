@@ -19,15 +19,19 @@ from coordinator.assignment import next_assignment, unowned
 from coordinator.forecast import forecast
 from coordinator.liveness import MemberProbe
 from coordinator.mover import FarMover
+from coordinator.reconciler import Reconciler, missed_message
 from coordinator.sweeper import Sweeper
-from schemas.messages import ShardAssignment, decode_assignment, encode
+from schemas.messages import ShardAssignment, decode_assignment, encode, topic_names
 from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.near import NearAnnouncer
 from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, SessionState, ZooKeeper
+from tickwheel.core.reconcile import Finding
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import Job
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +51,14 @@ class Coordinator:
         store: CassandraStore,
         *,
         name: str,
+        reconciler: Reconciler | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.settings = settings
         self.zk = zk
         self.sweeper = sweeper
         self.mover = mover
+        self.reconciler = reconciler
         self.store = store
         self.name = name
         self._clock = clock
@@ -78,7 +84,10 @@ class Coordinator:
         self.zk.on_state(self._on_state)
         for path in (MEMBERS, LEAVING, "/coordinator"):
             await self.zk.ensure_path(path)
-        loops = (self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop, self._move_loop)
+        loops = (
+            self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop, self._move_loop,
+            self._reconcile_loop,
+        )  # fmt: skip
         for loop in (*loops, self._probe_loop):
             self._spawn(loop())
 
@@ -208,6 +217,17 @@ class Coordinator:
                 except Exception as exc:
                     log.warning("sweep failed: %s", exc)
 
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.coordinator.reconcile_interval_s)
+            if self.leader and self.reconciler is not None:
+                try:
+                    findings = await self.reconciler.reconcile(self.now())
+                    if findings:
+                        log.warning("reconciler found %s", {v.value: n for v, n in findings.items()})
+                except Exception as exc:
+                    log.warning("reconciling failed: %s", exc)
+
     async def _probe_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.coordinator.member_probe_interval_s)
@@ -240,6 +260,24 @@ class Coordinator:
 
 
 @dataclass
+class MissedSender:
+    """Puts the reconciler's unrepaired misses on the job's lane, where a worker turns them into `missed` run
+    events (worker/pipeline.py: kind `missed`)."""
+
+    settings: Settings
+    producer: KafkaProducer
+
+    async def send(self, job: Job, finding: Finding) -> None:
+        due = missed_message(job, finding, self.now())
+        topic = topic_names(self.settings.kafka.topic_prefix)[due.lane]
+        await self.producer.send(topic, encode(due), key=str(job.job_id).encode())
+
+    @staticmethod
+    def now() -> datetime:
+        return datetime.now(UTC)
+
+
+@dataclass
 class Running:
     coordinator: Coordinator
     zk: ZooKeeper
@@ -269,7 +307,8 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
     sweeper, mover = Sweeper(settings, store, producer), FarMover(settings, store, producer)
-    coordinator = Coordinator(settings, zk, sweeper, mover, store, name=name)
+    reconciler = Reconciler(settings, store, NearAnnouncer(settings, producer), MissedSender(settings, producer).send)
+    coordinator = Coordinator(settings, zk, sweeper, mover, store, name=name, reconciler=reconciler)
     health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
     await health.start()
     await coordinator.start()

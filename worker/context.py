@@ -32,6 +32,7 @@ class Tenant:
     retention_days: int | None = None
     notify_url: str | None = None
     notify_events: frozenset[str] = frozenset()
+    weight: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,6 +98,19 @@ class TenantCache:
             self._cache.pop(tenant_id, None)  # a failed read is not cached
             raise
 
+    def weight_of(self, tenant_id: str) -> int:
+        """The tenant's fair-share weight as cached, without waiting: 1 until its row has been read (the read is
+        started here, so the next turn has it)."""
+        cached = self._cache.get(tenant_id)
+        if cached is None or time.monotonic() - cached[0] >= self.ttl_s:
+            task = asyncio.ensure_future(self.get(tenant_id))
+            task.add_done_callback(_ignore_failure)
+            return 1
+        future = cached[1]
+        if future.done() and not future.cancelled() and future.exception() is None:
+            return future.result().weight
+        return 1
+
     async def _read(self, tenant_id: str) -> Tenant:
         row = await call_settings(self.store, tenant_id)
         tenant = Tenant(
@@ -107,8 +121,15 @@ class TenantCache:
             retention_days=row.get("retention_days"),
             notify_url=row.get("notify_url"),
             notify_events=frozenset(row.get("notify_events") or ()),
+            weight=row.get("weight") or 1,
         )
         return tenant
+
+
+def _ignore_failure(task: asyncio.Future[Tenant]) -> None:
+    """A weight read that failed is tried again at the tenant's next turn; the run's own read will report it."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def read_job(store: CassandraStore, job_id: uuid.UUID) -> Row | None:

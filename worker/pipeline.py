@@ -8,6 +8,12 @@
     record  SUCCEEDED | RETRY (new run row at retry_at) | DEAD (dead letter + alert), conditioned on the attempt
 
 A lease check that fires while its attempt still runs past the lease times the run out into RETRY (or DEAD).
+
+Asynchronous completion: a job with `asyncCompletion` whose target answers 202 is held RUNNING under a lease of
+`leaseS` (never past the claim plus `maxLeaseS`); its target reports the outcome to the API, which fences it into
+the run row (`runs.reported[attempt]`) and fires a lease check at once; the lease check finds the report and
+records it here, through the same `record` as a synchronous call. No report and no heartbeat before the lease
+ends: the lease check times the run out into its retry policy.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition
+from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition, decode_report
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
-from tickwheel.core.retry import Outcome, RetryDecision, decide, deferral_dead_reason
+from tickwheel.core.notify import MISSED
+from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
 from tickwheel.model import retry_policy_of
@@ -34,7 +41,7 @@ from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
 from worker.context import RunContext, TenantCache, read_job
 from worker.dead import DeadLetters
 from worker.notify import Notifier
-from worker.outcome import Verdict, breaker_failure, judge
+from worker.outcome import Verdict, answers_later, breaker_failure, judge, judge_report
 from worker.requests import call_body, call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
 
@@ -82,6 +89,8 @@ class RunHandler:
     async def handle(self, due: DueRun) -> None:
         if due.kind == "lease_check":
             await self.check_lease(due)
+        elif due.kind == "missed":
+            await self.report_missed(due)
         else:
             await self.run(due)
 
@@ -100,6 +109,7 @@ class RunHandler:
             if not await self.claim(ctx, started):
                 return
             result = await self.call(ctx, attempt=due.attempt + 1)
+            held = answers_later(result, ctx.definition)
             verdict = judge(
                 result, ctx.definition, retry_policy_of(ctx.definition), due.attempt + 1, ctx.scheduled_at,
                 self.clock(), self.rand(),
@@ -108,7 +118,28 @@ class RunHandler:
         finally:
             if self.limits is not None and isinstance(permit, Permit):
                 await asyncio.shield(self.limits.release(permit, failed, _ms(self.clock())))
-        await self.record(ctx, due.attempt + 1, result, verdict, started)
+        if held:
+            await self.hold(ctx, due.attempt + 1, started)
+        else:
+            await self.record(ctx, due.attempt + 1, result, verdict, started)
+
+    async def hold(self, ctx: RunContext, attempt: int, started: datetime) -> None:
+        """The target answered 202: keep the run RUNNING under the job's asynchronous lease instead of the call's
+        (fenced; a lease a heartbeat already moved is kept), until its report or its lease check."""
+        completion = ctx.definition.async_completion
+        assert completion is not None
+        now = self.clock()
+        lease_until = min(now + timedelta(seconds=completion.lease_s),
+                          started + timedelta(seconds=completion.max_lease_s))  # fmt: skip
+        claimed_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # as `claim` wrote it
+        transition = await runs.hold_lease(self.store, ctx.run, attempt, claimed_until, lease_until)
+        if not transition.applied:
+            log.info("held run no longer at attempt %s: %s", attempt, transition.current.get("status"), extra=ctx.log)
+            return
+        metrics.async_completions.labels("held").inc()
+        held_until = transition.current["lease_until"]
+        if self.announcer is not None and not self.announcer.rescan_finds(held_until, now):
+            self.announce(ctx.run, attempt, "lease_check", held_until, now)
 
     async def load(self, due: DueRun) -> RunContext | None:
         """The run's context, or None when its job is gone, paused or deleted (the run is then cancelled).
@@ -270,12 +301,28 @@ class RunHandler:
         if self.announcer is not None:
             self.announcer.announce_soon(due_run_for(run, attempt=attempt, kind=kind, fire_at=fire_at), now)
 
+    # --- kind = missed ------------------------------------------------------------------------------------------
+
+    async def report_missed(self, due: DueRun) -> None:
+        """The reconciler found an occurrence of the job that never ran and could not repair it: a `missed` event
+        to the job's (or its tenant's) notification route. Nothing is run or written."""
+        job = await read_job(self.store, due.job_id) if self.notifier is not None else None
+        if job is None or self.notifier is None:
+            return
+        ctx = RunContext(due, buckets.run_of_due(due), decode_definition(job["definition"]),
+                         await self.tenants.get(due.tenant_id))  # fmt: skip
+        self.notifier.outcome(ctx, due.attempt, MISSED, None, f"missed: {due.missed_reason or 'unknown'}")
+
     # --- kind = lease_check -----------------------------------------------------------------------------------
 
     async def check_lease(self, due: DueRun) -> None:
         row = await runs.get_run(self.store, due.run_id)
         now = self.clock()
         if row is None or row["status"] != RunStatus.RUNNING or row["attempt"] != due.attempt:
+            return
+        report = runs.report_of(row, due.attempt)
+        if report is not None:
+            await self.record_report(due, row, report)
             return
         if row["lease_until"] is not None and row["lease_until"] > now:
             return  # extended by a heartbeat; a later lease_check row covers the new lease
@@ -301,6 +348,30 @@ class RunHandler:
             self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
         if retry_at is None:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
+
+
+    async def record_report(self, due: DueRun, row: Row, report_text: str) -> None:
+        """Record an asynchronous run's reported outcome, as `run` records a call's (a job deleted meanwhile gets
+        no retry)."""
+        report = decode_report(report_text)
+        run = runs.new_run_of(row)
+        job = await read_job(self.store, run.job_id)
+        now = self.clock()
+        if job is None:
+            policy, definition = RetryPolicy(max_attempts=due.attempt), None
+        else:
+            definition = decode_definition(job["definition"])
+            policy = retry_policy_of(definition)
+        verdict = judge_report(report, policy, due.attempt, run.scheduled_at, now, self.rand())
+        started = row.get("started_at") or now
+        if definition is None:
+            if await runs.finish(self.store, run, due.attempt, verdict.record, self.worker_id, started, now):
+                metrics.async_completions.labels("recorded").inc()
+            return
+        ctx = RunContext(due, run, definition, await self.tenants.get(run.tenant_id))
+        result = CallResult(started.timestamp(), now.timestamp(), status=202, detail=report.detail)
+        await self.record(ctx, due.attempt, result, verdict, started)
+        metrics.async_completions.labels("recorded").inc()
 
 
 def _ms(at: datetime) -> int:

@@ -274,7 +274,7 @@ INSERT_CALL_ATTEMPT = (
     "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
     " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)"
 )
-LEASE_STATE = "SELECT status, attempt, lease_until FROM runs WHERE run_id = ?"
+LEASE_STATE = "SELECT status, attempt, lease_until, reported FROM runs WHERE run_id = ?"
 
 
 async def claim(
@@ -305,11 +305,14 @@ async def claim(
 
 
 async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
-    """Whether `attempt` still holds the run past its lease: what a lease check row must find to be worth a
-    worker's time (most runs finish inside their lease, and their lease check ends here)."""
+    """Whether `attempt` still holds the run past its lease, or has reported its outcome (an asynchronous run): what
+    a lease check row must find to be worth a worker's time (most runs finish inside their lease, and their lease
+    check ends here)."""
     rows = await store.execute(LEASE_STATE, [run_id])
     if not rows or rows[0]["status"] != RunStatus.RUNNING or rows[0]["attempt"] != attempt:
         return False
+    if report_of(rows[0], attempt) is not None:
+        return True
     lease_until = to_utc(rows[0]["lease_until"])
     return lease_until is None or lease_until <= now
 
@@ -411,19 +414,58 @@ async def expire_lease(
 
 
 async def extend_lease(store: CassandraStore, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
-    """Heartbeat: move lease_until if `attempt` (the fencing token) still holds the run (its lease check row at the
-    new instant is written first)."""
+    """Heartbeat: move lease_until later if `attempt` (the fencing token) still holds the run (its lease check row
+    at the new instant is written first). A live lease already ending later is kept, never shortened: the
+    transition applies with the run's own `lease_until`."""
     row = await get_run(store, run_id)
     if row is None:
         return Transition(False, {})
     await store.execute(*bucket_row(new_run_of(row), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
-        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
-        [_ms(lease_until), run_id, attempt],
+        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until < ?",
+        [_ms(lease_until), run_id, attempt, _ms(lease_until)],
     )
     if applied:
-        return Transition(True, {**row, "lease_until": lease_until})
+        return Transition(True, {**row, "lease_until": _ms(lease_until)})
+    if current.get("status") == RunStatus.RUNNING and current.get("attempt") == attempt:
+        return Transition(True, {**row, "lease_until": to_utc(current.get("lease_until"))})
     return Transition(False, current)
+
+
+async def hold_lease(
+    store: CassandraStore, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+) -> Transition:
+    """An asynchronous run's target answered 202: replace the claim's lease (`claimed_until`, the lease the call
+    was made under) with `lease_until`, shorter or longer, if `attempt` still holds the run. A lease a heartbeat
+    has already moved is the target's word and is kept: the transition applies with the run's own lease."""
+    await store.execute(*bucket_row(run, fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
+    applied, current = await store.applied(
+        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until = ?",
+        [_ms(lease_until), run.run_id, attempt, _ms(claimed_until)],
+    )
+    if applied:
+        return Transition(True, {"lease_until": _ms(lease_until)})
+    if current.get("status") == RunStatus.RUNNING and current.get("attempt") == attempt:
+        return Transition(True, {"lease_until": to_utc(current.get("lease_until"))})
+    return Transition(False, current)
+
+
+async def report_completion(store: CassandraStore, row: Row, attempt: int, report: str, now: datetime) -> Transition:
+    """Fence an asynchronous run's reported outcome (`report`, an encoded CompletionReport) into its row: only
+    while `attempt` holds the run and has not reported yet. Its lease check row at `now` is written first, so a
+    worker records the outcome through the ordinary path (`RunHandler.check_lease`) without waiting for the
+    lease to end. When refused, `current` holds status, attempt and `reported`."""
+    await store.execute(*bucket_row(new_run_of(row), fire_at=now, attempt=attempt, kind=RunKind.LEASE_CHECK))
+    applied, current = await store.applied(
+        "UPDATE runs SET reported[?] = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND reported[?] = null",
+        [attempt, report, row["run_id"], attempt, attempt],
+    )
+    return Transition(applied, current)
+
+
+def report_of(row: Row, attempt: int) -> str | None:
+    """What the target reported for `attempt` of an asynchronous run (an encoded CompletionReport), if anything."""
+    return (row.get("reported") or {}).get(attempt)
 
 
 async def defer(store: CassandraStore, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:

@@ -218,10 +218,10 @@ async def rotate_signing_secret(store: CassandraStore, tenant_id: str) -> Tenant
 
 
 async def call_settings(store: CassandraStore, tenant_id: str) -> Row:
-    """What a worker needs of a tenant to make its calls (secrets, Kafka prefix, caps, notifications); empty
-    when the tenant has no row."""
+    """What a worker needs of a tenant to make its calls (secrets, Kafka prefix, caps, notifications, fair-share
+    weight); empty when the tenant has no row."""
     rows = await store.execute(
-        "SELECT signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url, notify_events"
+        "SELECT signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url, notify_events, weight"
         " FROM tenants WHERE tenant_id = ?",
         [tenant_id],
     )
