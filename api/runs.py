@@ -10,8 +10,7 @@ from aiohttp import web
 from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store import run_history
 from tickwheel.store import runs as run_store
-from tickwheel.store.cassandra import Row
-from tickwheel.store.runs import RunStatus
+from tickwheel.store.records import Run, RunStatus
 
 from .context import api_of, tenant_of
 from .idempotency import idempotent
@@ -25,12 +24,13 @@ MAX_ATTEMPT = 2**31 - 1  # runs.attempt is a CQL int
 STATUSES = {s.value for s in RunStatus}
 
 
-async def run_for_tenant(request: web.Request) -> Row:
+async def run_for_tenant(request: web.Request) -> Run:
+    """The caller's run named in the path (404 when it has none by that id)."""
     run_id = path_uuid(request, "run_id", "run")
-    row = await run_store.get_run(api_of(request).store, run_id)
-    if row is None or row["tenant_id"] != tenant_of(request).tenant_id:
+    run = await run_store.get_run(api_of(request).store, run_id)
+    if run is None or run.tenant_id != tenant_of(request).tenant_id:
         raise NotFound(f"no run {run_id}")
-    return row
+    return run
 
 
 @routes.get("/v1/jobs/{job_id}/runs")
@@ -41,7 +41,7 @@ async def list_runs(request: web.Request) -> web.Response:
     if status is not None and status not in STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(sorted(STATUSES))}", field="status")
     scope = f"runs|{job.job_id}|{status}"
-    rows, next_cursor = await run_history.page_of_job(
+    entries, next_cursor = await run_history.page_of_job(
         api.store,
         job.job_id,
         status,
@@ -50,34 +50,34 @@ async def list_runs(request: web.Request) -> web.Response:
     )
     items = [
         {
-            "id": str(r["run_id"]),
-            "scheduled_at": instant(run_store.to_utc(r["scheduled_at"])),
-            "status": r["status"],
-            "attempt": r["attempt"],
-            "updated_at": instant(run_store.to_utc(r["updated_at"])),
-            "origin": r.get("origin") or "schedule",
+            "id": str(entry.run_id),
+            "scheduled_at": instant(entry.scheduled_at),
+            "status": entry.status.value,
+            "attempt": entry.attempt,
+            "updated_at": instant(entry.updated_at),
+            "origin": entry.origin or "schedule",
         }
-        for r in rows
+        for entry in entries
     ]
     return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 @routes.get("/v1/runs/{run_id}")
 async def get_run(request: web.Request) -> web.Response:
-    row = await run_for_tenant(request)
-    attempts = await run_store.get_attempts(api_of(request).store, row["run_id"])
-    document = run_document(row)
+    run = await run_for_tenant(request)
+    attempts = await run_store.get_attempts(api_of(request).store, run.run_id)
+    document = run_document(run)
     document["attempts"] = [
         {
-            "attempt": a["attempt"],
-            "kind": a["kind"],
-            "outcome": a["outcome"],
-            "worker": a["worker"],
-            "started_at": instant(a["started_at"]),
-            "finished_at": instant(a["finished_at"]),
-            "response_code": a["response_code"],
-            "error": a["error"],
-            "response_excerpt": a["response_excerpt"],
+            "attempt": a.attempt,
+            "kind": a.kind,
+            "outcome": a.outcome,
+            "worker": a.worker,
+            "started_at": instant(a.started_at),
+            "finished_at": instant(a.finished_at),
+            "response_code": a.response_code,
+            "error": a.error,
+            "response_excerpt": a.response_excerpt,
         }
         for a in attempts
     ]
@@ -106,14 +106,13 @@ def _heartbeat_body(document: Any, default_s: int) -> tuple[int, int]:
 async def _heartbeat(request: web.Request, body: bytes) -> web.Response:
     api = api_of(request)
     attempt, extend_s = _heartbeat_body(parse_json(body), api.settings.worker.lease_s)
-    row = await run_for_tenant(request)
+    run = await run_for_tenant(request)
     lease_until = api.clock() + timedelta(seconds=extend_s)
-    transition = await run_store.extend_lease(api.store, row["run_id"], attempt, lease_until)
+    transition = await run_store.extend_lease(api.store, run.run_id, attempt, lease_until)
     if not transition.applied:
-        current = transition.current
+        found = transition.found
         raise Conflict(
-            f"attempt {attempt} does not hold the run (it is {current.get('status')} at attempt"
-            f" {current.get('attempt')})",
+            f"attempt {attempt} does not hold the run (it is {found.status} at attempt {found.attempt})",
             field="attempt",
         )
-    return json_response({"id": str(row["run_id"]), "attempt": attempt, "lease_until": instant(lease_until)})
+    return json_response({"id": str(run.run_id), "attempt": attempt, "lease_until": instant(lease_until)})

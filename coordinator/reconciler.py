@@ -26,7 +26,7 @@ from tickwheel.store.audit import version_started_at
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import is_recurring
-from tickwheel.store.jobs import Job, JobState, job_of, run_of, scan_page
+from tickwheel.store.jobs import Job, JobState, run_of, scan_page
 from tickwheel.store.run_history import scheduled_between
 from tickwheel.store.runs import create_run
 
@@ -59,13 +59,13 @@ class Reconciler:
         self._reported = {key: until for key, until in self._reported.items() if until > now}
         cursor: str | None = None
         while True:
-            rows, cursor = await scan_page(
+            jobs, cursor = await scan_page(
                 self.store, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
             )
-            for row in rows:
-                if row["state"] != JobState.ACTIVE or not row["definition"]:
+            for job in jobs:
+                if job.state is not JobState.ACTIVE:
                     continue
-                for finding in await self.check(job_of(row), now):
+                for finding in await self.check(job, now):
                     counts[finding.verdict] = counts.get(finding.verdict, 0) + 1
             if cursor is None:
                 return counts

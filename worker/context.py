@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,26 +11,13 @@ from typing import Any
 from yarl import URL
 
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
-from tickwheel.core.targets import default_topic_prefix
 from tickwheel.egress import canonical_host
 from tickwheel.settings import WorkerSettings
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.jobs import read_state
-from tickwheel.store.runs import NewRun
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import NewRun, Tenant
 from tickwheel.store.tenants import call_settings
 
 TENANT_CACHE_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class Tenant:
-    tenant_id: str
-    signing_secrets: tuple[str, ...]
-    kafka_topic_prefix: str
-    concurrency: int | None
-    retention_days: int | None = None
-    notify_url: str | None = None
-    notify_events: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +31,7 @@ class RunContext:
 
     @property
     def log(self) -> dict[str, Any]:
+        """The run's ids for a log record's `extra`."""
         return {"tenant": self.run.tenant_id, "job_id": str(self.run.job_id), "run_id": str(self.run.run_id)}
 
     @property
@@ -90,19 +77,4 @@ class TenantCache:
             raise
 
     async def _read(self, tenant_id: str) -> Tenant:
-        row = await call_settings(self.store, tenant_id)
-        tenant = Tenant(
-            tenant_id=tenant_id,
-            signing_secrets=tuple(row.get("signing_secrets") or ()),
-            kafka_topic_prefix=row.get("kafka_topic_prefix") or default_topic_prefix(tenant_id),
-            concurrency=row.get("concurrency"),
-            retention_days=row.get("retention_days"),
-            notify_url=row.get("notify_url"),
-            notify_events=frozenset(row.get("notify_events") or ()),
-        )
-        return tenant
-
-
-async def read_job(store: CassandraStore, job_id: uuid.UUID) -> Row | None:
-    """The job's state, version and definition (None: no such job)."""
-    return await read_state(store, job_id)
+        return await call_settings(self.store, tenant_id)

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from datetime import datetime
-from typing import Any
 
 from schemas.messages import HttpTarget, OwnerAlert, encode
 from tickwheel import metrics
@@ -32,7 +30,7 @@ class DeadLetters:
         self.retention = retention
 
     async def add(self, ctx: RunContext, last_error: str, now: datetime) -> None:
-        attempts = [_jsonable(row) for row in await runs.get_attempts(self.store, ctx.run.run_id)]
+        attempts = [attempt.as_json() for attempt in await runs.get_attempts(self.store, ctx.run.run_id)]
         await add_dead_letter(
             self.store,
             tenant_id=ctx.run.tenant_id,
@@ -82,10 +80,3 @@ def _reason(last_error: str) -> str:
     if "lease" in last_error:
         return "lease"
     return "permanent"
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v.isoformat() if isinstance(v, datetime) else (str(v) if isinstance(v, uuid.UUID) else v)
-        for k, v in row.items()
-    }

@@ -19,9 +19,10 @@ import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition
+from schemas.messages import DueRun, HttpTarget, RunKind
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.instants import epoch_ms
 from tickwheel.core.retry import Outcome, RetryDecision, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
@@ -29,9 +30,11 @@ from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
 from tickwheel.store import buckets, runs
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
-from worker.context import RunContext, TenantCache, read_job
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import read_state
+from tickwheel.store.records import RUNNABLE, JobHead, JobState, NewRun, RunStatus
+from tickwheel.store.runs import AttemptResult
+from worker.context import RunContext, TenantCache
 from worker.dead import DeadLetters
 from worker.notify import Notifier
 from worker.outcome import Verdict, breaker_failure, judge
@@ -107,7 +110,7 @@ class RunHandler:
             failed = breaker_failure(result, verdict.outcome, ctx.definition)
         finally:
             if self.limits is not None and isinstance(permit, Permit):
-                await asyncio.shield(self.limits.release(permit, failed, _ms(self.clock())))
+                await asyncio.shield(self.limits.release(permit, failed, epoch_ms(self.clock())))
         await self.record(ctx, due.attempt + 1, result, verdict, started)
 
     async def load(self, due: DueRun) -> RunContext | None:
@@ -116,21 +119,21 @@ class RunHandler:
         The run row is not read: the claim's conditions (runnable, at the expected attempt, made for the job's
         current version) decide, and a claim that does not apply says why (`claim`)."""
         run = buckets.run_of_due(due)
-        job = await read_job(self.store, run.job_id)
-        if job is None or (job["state"] != "ACTIVE" and not await self.forced_through_pause(due, job)):
-            await self.cancel(run, _job_state(job))
+        job = await read_state(self.store, run.job_id)
+        if job is None or (job.state is not JobState.ACTIVE and not await self.forced_through_pause(due, job)):
+            await self.cancel(run, "gone" if job is None else job.state.value.lower())
             return None
         tenant = await self.tenants.get(run.tenant_id)
-        run = dataclasses.replace(run, job_version=job["version"])
-        return RunContext(due, run, decode_definition(job["definition"]), tenant)
+        run = dataclasses.replace(run, job_version=job.version)
+        return RunContext(due, run, job.definition, tenant)
 
-    async def forced_through_pause(self, due: DueRun, job: Row) -> bool:
+    async def forced_through_pause(self, due: DueRun, job: JobHead) -> bool:
         """Whether a run of a PAUSED job is a forced trigger (POST .../trigger with force), which runs anyway; only
         then is the run row read, so a run of an ACTIVE job still costs no read of it."""
-        if job["state"] != "PAUSED":
+        if job.state is not JobState.PAUSED:
             return False
-        row = await runs.get_run(self.store, due.run_id)
-        return row is not None and bool(row.get("forced"))
+        found = await runs.get_run(self.store, due.run_id)
+        return found is not None and found.forced
 
     async def cancel(self, run: NewRun, why: str) -> None:
         if await runs.cancel(self.store, run, self.clock()):
@@ -152,7 +155,7 @@ class RunHandler:
             target_rate_per_s=tightened(w.target_rate_per_s, own.rate_per_s if own else None),
             hold_s=ctx.lease_s(w),
         )
-        granted = await self.limits.acquire(ctx.run.tenant_id, ctx.target_host(), caps, _ms(self.clock()))
+        granted = await self.limits.acquire(ctx.run.tenant_id, ctx.target_host(), caps, epoch_ms(self.clock()))
         if isinstance(granted, Permit):
             return granted
         await self.defer(ctx, granted)
@@ -192,12 +195,12 @@ class RunHandler:
             if self.announcer is not None and not self.announcer.rescan_finds(lease_until, now):
                 self.announce(ctx.run, ctx.due.attempt + 1, "lease_check", lease_until, now)
             return True
-        current = transition.current
-        if current.get("status") in RUNNABLE and current.get("job_version") != ctx.run.job_version:
-            await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {current['job_version']})")
+        found = transition.found
+        if found.status in RUNNABLE and found.job_version != ctx.run.job_version:
+            await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {found.job_version})")
             return False
-        metrics.claims.labels("skipped" if current.get("attempt") != ctx.due.attempt else "lost").inc()
-        log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, current.get("status"), extra=ctx.log)
+        metrics.claims.labels("skipped" if found.attempt != ctx.due.attempt else "lost").inc()
+        log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, found.status, extra=ctx.log)
         return False
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
@@ -214,7 +217,7 @@ class RunHandler:
                 result = await self.http.call(target, body, headers)
             else:
                 key = (target.key or str(ctx.run.job_id)).encode()
-                result = await self.kafka.call(target, ctx.tenant.kafka_topic_prefix, key, body, headers)
+                result = await self.kafka.call(target, ctx.tenant.topic_prefix, key, body, headers)
         except asyncio.CancelledError:
             await asyncio.shield(self.hand_back(ctx, attempt))
             raise
@@ -270,17 +273,17 @@ class RunHandler:
     # --- kind = lease_check -----------------------------------------------------------------------------------
 
     async def check_lease(self, due: DueRun) -> None:
-        row = await runs.get_run(self.store, due.run_id)
+        held = await runs.get_run(self.store, due.run_id)
         now = self.clock()
-        if row is None or row["status"] != RunStatus.RUNNING or row["attempt"] != due.attempt:
+        if held is None or held.status is not RunStatus.RUNNING or held.attempt != due.attempt:
             return
-        if row["lease_until"] is not None and row["lease_until"] > now:
+        if held.lease_until is not None and held.lease_until > now:
             return  # extended by a heartbeat; a later lease_check row covers the new lease
-        run = runs.new_run_of(row)
-        job = await read_job(self.store, run.job_id)
+        run = held.identity()
+        job = await read_state(self.store, run.job_id)
         retry_at = None
         if job is not None:
-            policy = retry_policy_of(decode_definition(job["definition"]))
+            policy = retry_policy_of(job.definition)
             decision = decide(policy, Outcome.RETRY, due.attempt, run.scheduled_at, now, self.rand())
             retry_at = decision.retry_at
         if not await runs.expire_lease(self.store, run, due.attempt, retry_at, now):
@@ -292,20 +295,12 @@ class RunHandler:
         log.warning("lease expired; run %s", "retried" if retry_at else "dead", extra=extra)
         if job is None:
             return
-        ctx = RunContext(due, run, decode_definition(job["definition"]), await self.tenants.get(run.tenant_id))
+        ctx = RunContext(due, run, job.definition, await self.tenants.get(run.tenant_id))
         if self.notifier is not None:
             status = RunStatus.RETRY if retry_at else RunStatus.DEAD
             self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
         if retry_at is None:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
-
-
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
-
-
-def _job_state(job: dict[str, object] | None) -> str:
-    return "gone" if job is None else str(job["state"]).lower()
 
 
 def _extra(run: NewRun) -> dict[str, object]:

@@ -15,10 +15,11 @@ import enum
 import logging
 import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from schemas.messages import DueRun
 from tickwheel.core.ids import is_schedule_run
+from tickwheel.core.instants import from_epoch_ms
 from tickwheel.core.missed import MISSED_AFTER_S, Overlap, overlap_verdict, plan_occurrence
 from tickwheel.core.policies import OverlapPolicy
 from tickwheel.core.schedule import next_fire
@@ -26,7 +27,9 @@ from tickwheel.model import catch_up_of, overlap_of, recurs, schedule_of
 from tickwheel.store.buckets import run_of_due
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import Job, JobState, get_job, run_of
-from tickwheel.store.runs import FINAL, NewRun, cancel, create_run, defer, new_run_rows
+from tickwheel.store.records import FINAL, NewRun
+from tickwheel.store.runs import cancel, create_run, defer, new_run_rows
+from tickwheel.store.times import bound
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,8 @@ OVERLAP_RECHECK_S = 5.0
 
 
 class ChainResult(enum.StrEnum):
+    """What chaining did with a fired run's job (the label of `metrics.chained`)."""
+
     CHAINED = "chained"
     """The next run is written and the job points at it."""
     EXHAUSTED = "exhausted"
@@ -73,6 +78,7 @@ class Step:
 
 
 def is_recurring(job: Job) -> bool:
+    """Whether the job's schedule has occurrences after a fire (cron, interval): firing must chain its next run."""
     return recurs(job.definition)
 
 
@@ -108,7 +114,7 @@ async def chain(
     # at this run, which a pause, a delete or a rescheduling edit has changed.
     if job.state != JobState.ACTIVE:
         return Step(ChainResult.STALE)
-    scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
+    scheduled_at = from_epoch_ms(due.scheduled_at_ms)
     if job.next_run_id != due.run_id:  # a re-fire, or a buffered occurrence looking again
         result, following = await advance_job(store, job, due.run_id, scheduled_at, job.fired_count + 1, now)
         return await _overlap(store, job, due, now, Step(result, following), recheck_s)
@@ -130,7 +136,7 @@ async def _overlap(store: CassandraStore, job: Job, due: DueRun, now: datetime, 
     policy = overlap_of(job.definition)
     if policy is OverlapPolicy.ALLOW:
         return step
-    scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
+    scheduled_at = from_epoch_ms(due.scheduled_at_ms)
     verdict = overlap_verdict(policy, await earlier_in_flight(store, job.job_id, scheduled_at))
     if verdict is Overlap.START:
         return step
@@ -145,7 +151,7 @@ async def _overlap(store: CassandraStore, job: Job, due: DueRun, now: datetime, 
 
 async def earlier_in_flight(store: CassandraStore, job_id: uuid.UUID, before: datetime) -> int:
     """How many of the job's latest runs scheduled before `before` are not final (read from the run rows)."""
-    rows = await store.execute(EARLIER_RUNS, [job_id, _naive(before), EARLIER_RUNS_READ])
+    rows = await store.execute(EARLIER_RUNS, [job_id, bound(before), EARLIER_RUNS_READ])
     candidates = [row["run_id"] for row in rows if row["status"] not in FINAL]
     if not candidates:
         return 0
@@ -172,9 +178,9 @@ async def point_job(
 ) -> ChainResult:
     """Point the job from `current_run_id` to `following` (LWT), then write that run."""
     next_id = following.run_id if following else None
-    next_at = _naive(following.scheduled_at) if following else None
+    next_at = bound(following.scheduled_at) if following else None
     applied, current = await store.applied(
-        ADVANCE_JOB, [next_id, next_at, fired_count, _naive(now), job.job_id, job.version, current_run_id]
+        ADVANCE_JOB, [next_id, next_at, fired_count, bound(now), job.job_id, job.version, current_run_id]
     )
     if not applied:
         # A re-fire after the job already moved to our successor: make sure that run exists (idempotent), in
@@ -192,6 +198,3 @@ async def point_job(
         await create_run(store, following, now)
     return ChainResult.CHAINED
 
-
-def _naive(at: datetime) -> datetime:
-    return at.astimezone(UTC).replace(tzinfo=None)

@@ -103,9 +103,9 @@ async def test_a_chained_fire_costs_one_conditional_write_and_a_refire_rewrites_
     assert step.result is ChainResult.CHAINED and following is not None
     assert lwts._value.get() - before == 1  # the job's pointer; the new run's rows need no condition
     row = await runs.get_run(store, following.run_id)
-    assert row is not None and row["status"] == "SCHEDULED"
+    assert row is not None and row.status == "SCHEDULED"
     await store.execute("UPDATE runs SET status = 'SUCCEEDED', attempt = 1 WHERE run_id = ?", [following.run_id])
     again = await chain(store, due, datetime.now(UTC))  # a re-fire of the same row
     assert again.result is ChainResult.CHAINED
     row = await runs.get_run(store, following.run_id)
-    assert row is not None and row["status"] == "SUCCEEDED"  # never revived by the re-fire
+    assert row is not None and row.status == "SUCCEEDED"  # never revived by the re-fire

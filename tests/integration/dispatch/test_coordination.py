@@ -16,6 +16,7 @@ from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import get_job
 from tickwheel.store.runs import create_run
 
 
@@ -66,7 +67,8 @@ async def test_the_sweeper_repairs_a_missing_and_an_overdue_next_run_and_counts_
     counted = metrics.sweeper_repairs.labels(reason=Repair.RECREATE.value)._value.get()
     try:
         for job_id in (missing_job, overdue_job, healthy_job):
-            [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
+            row = await get_job(store, job_id)
+            assert row is not None
             await sweeper.check(row, now)
     finally:
         await producer.close()
@@ -92,7 +94,8 @@ async def test_the_sweeper_logs_every_repair_with_the_job_id(
     await store.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
     producer = KafkaProducer(dsettings.kafka)
     with caplog.at_level(logging.WARNING, logger="coordinator.sweeper"):  # type: ignore[attr-defined]
-        [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
+        row = await get_job(store, job_id)
+        assert row is not None
         assert await Sweeper(dsettings, store, producer).check(row, datetime.now(UTC)) is Repair.RECREATE
     await producer.close()
     [record] = [r for r in caplog.records if r.name == "coordinator.sweeper"]  # type: ignore[attr-defined]

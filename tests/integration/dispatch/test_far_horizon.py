@@ -108,7 +108,7 @@ async def test_a_run_due_far_ahead_keeps_its_rows_and_fires_when_due(
         "SELECT run_id FROM runs_far WHERE day = ? AND shard = ?", [_naive(day_of(due)), run.shard]
     )
     stored = await get_run(store, run.run_id)
-    assert stored is not None and stored["status"] == RunStatus.SCHEDULED
+    assert stored is not None and stored.status == RunStatus.SCHEDULED
 
     # A dispatcher whose clock reads five seconds before the due time fires it.
     await cluster(0)  # the coordinator, assigning shards

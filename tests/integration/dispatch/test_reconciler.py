@@ -70,7 +70,7 @@ async def test_missing_fires_are_repaired_within_catch_up_and_the_rest_reported_
     assert metrics.reconciler_findings.labels("repaired")._value.get() == before + 3
     for at in lost[:3]:
         row = await runs.get_run(store, jobs.run_of(job, at).run_id)
-        assert row is not None and row["status"] == "SCHEDULED" and row["job_version"] == 2
+        assert row is not None and row.status == "SCHEDULED" and row.job_version == 2
     assert sorted(f.at for f in missed) == sorted(lost[3:])
 
     again = await reconciler.check(job, now + timedelta(seconds=1))

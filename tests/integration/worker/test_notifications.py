@@ -76,7 +76,7 @@ async def test_a_slow_notification_url_never_holds_the_lane(scene: Scene) -> Non
     second = await scene.job(HttpTarget(url=scene.sink.url("/ok")))
     await scene.wait_status(second.run_id, "SUCCEEDED", timeout_s=6.0)
     assert scene.sink.calls_to("/slow-events") == [], "the notification was answered before the next run ran"
-    assert (await scene.run_row(first.run_id))["status"] == "SUCCEEDED"
+    assert (await scene.run_row(first.run_id)).status == "SUCCEEDED"
 
 
 async def test_a_notification_url_the_egress_policy_refuses_is_never_called(scene: Scene) -> None:
