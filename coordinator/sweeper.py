@@ -35,6 +35,7 @@ from tickwheel.store.runs import (
     get_run,
     move_due,
 )
+from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,7 @@ class Sweeper:
         assert job.next_run_id is not None
         await cancel(self.store, run_of(job, missed_at, run_id=job.next_run_id), now)
         following = None if next_at is None else run_of(job, next_at, fire_at=max(next_at, now))
-        result = await point_job(self.store, job, job.next_run_id, following, job.fired_count, now)
+        result = await point_job(CassandraTables(self.store), job, job.next_run_id, following, job.fired_count, now)
         if result is ChainResult.CHAINED and following is not None:
             await self._announce(following, now)
 

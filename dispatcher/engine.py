@@ -35,10 +35,9 @@ from tickwheel.core.ids import epoch_ms
 from tickwheel.core.wheel import TimingWheel
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
-from tickwheel.store import buckets, checkpoints
-from tickwheel.store import runs as run_store
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store import buckets
 from tickwheel.store.chain import chain
+from tickwheel.store.ports import DispatcherStore
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ class Dispatcher:
     def __init__(
         self,
         settings: Settings,
-        store: CassandraStore,
+        store: DispatcherStore,
         producer: KafkaProducer,
         near: NearFeed,
         *,
@@ -222,7 +221,7 @@ class Dispatcher:
         deadline = self._monotonic() + timeout_s
         while self.owned and self._monotonic() < deadline:
             try:
-                marks = await checkpoints.read(self.store, set(self.owned))
+                marks = await self.store.read_checkpoints(set(self.owned))
             except Exception as exc:
                 log.warning("reading checkpoints during the handover failed: %s", exc)
                 marks = {}
@@ -243,7 +242,7 @@ class Dispatcher:
 
     async def _acquire(self, added: frozenset[int]) -> None:
         now = self.now()
-        marks = await checkpoints.read(self.store, added)
+        marks = await self.store.read_checkpoints(added)
         if self.loaded_until is None:
             self.loaded_until = loadable_until(now, self.cfg.preload_horizon_s)
         for shard in added:
@@ -272,7 +271,7 @@ class Dispatcher:
 
         async def one(shard: int, start: datetime) -> list[DueRun]:
             async with gate:
-                return await buckets.read_range(self.store, shard, start, until)
+                return await self.store.read_range(shard, start, until)
 
         pages = await asyncio.gather(*(one(s, start) for s, start in since.items() if start < until))
         return [run for page in pages for run in page]
@@ -442,7 +441,7 @@ class Dispatcher:
         """A lease check goes to a worker only if its attempt still runs past the lease; if the run cannot be read,
         it goes anyway (the worker checks again)."""
         try:
-            lapsed = await run_store.lease_lapsed(self.store, run.run_id, run.attempt, self.now())
+            lapsed = await self.store.lease_lapsed(run.run_id, run.attempt, self.now())
         except Unavailable as exc:
             log.warning("lease check read failed, sending it on: %s", exc, extra=_context(run))
             return True
@@ -503,7 +502,7 @@ class Dispatcher:
             return {}
         at = {s: datetime.fromtimestamp(ms / 1000, UTC) for s, ms in due.items()}
         epoch = self.epoch
-        results = await checkpoints.advance(self.store, at, epoch, owner_tag(self.member, self.leaving), self.now())
+        results = await self.store.advance_checkpoints(at, epoch, owner_tag(self.member, self.leaving), self.now())
         for shard, applied in results.items():
             if applied:
                 self.written[shard] = due[shard]

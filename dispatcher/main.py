@@ -20,6 +20,7 @@ from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ async def start(
     producer = KafkaProducer(settings.kafka, linger_ms=1)
     consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
     near = NearFeed(settings, consumer)
-    engine = Dispatcher(settings, store, producer, near, name=name, clock=clock)
+    engine = Dispatcher(settings, CassandraTables(store), producer, near, name=name, clock=clock)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
     health = HealthServer(settings.dispatcher.host, settings.dispatcher.port, engine.ready)

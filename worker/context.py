@@ -13,9 +13,8 @@ from yarl import URL
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
 from tickwheel.egress import canonical_host
 from tickwheel.settings import WorkerSettings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import TenantStore
 from tickwheel.store.records import NewRun, Tenant
-from tickwheel.store.tenants import call_settings
 
 TENANT_CACHE_S = 30.0
 
@@ -58,7 +57,7 @@ class RunContext:
 class TenantCache:
     """Tenant rows change rarely (secret rotation, caps); a short cache keeps them off the per-run path."""
 
-    def __init__(self, store: CassandraStore, ttl_s: float = TENANT_CACHE_S):
+    def __init__(self, store: TenantStore, ttl_s: float = TENANT_CACHE_S):
         self.store = store
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[float, asyncio.Future[Tenant]]] = {}
@@ -77,4 +76,4 @@ class TenantCache:
             raise
 
     async def _read(self, tenant_id: str) -> Tenant:
-        return await call_settings(self.store, tenant_id)
+        return await self.store.call_settings(tenant_id)

@@ -11,9 +11,7 @@ from tickwheel import metrics
 from tickwheel.core.retention import retention_s
 from tickwheel.settings import RetentionSettings
 from tickwheel.signing import sign_headers
-from tickwheel.store import runs
-from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.dead_letters import add_dead_letter
+from tickwheel.store.ports import WorkerStore
 from worker.context import RunContext
 from worker.outcome import body_of
 from worker.targets import HttpCaller
@@ -24,15 +22,14 @@ ALERT_TIMEOUT_S = 10.0
 
 
 class DeadLetters:
-    def __init__(self, store: CassandraStore, http: HttpCaller, retention: RetentionSettings):
+    def __init__(self, store: WorkerStore, http: HttpCaller, retention: RetentionSettings):
         self.store = store
         self.http = http
         self.retention = retention
 
     async def add(self, ctx: RunContext, last_error: str, now: datetime) -> None:
-        attempts = [attempt.as_json() for attempt in await runs.get_attempts(self.store, ctx.run.run_id)]
-        await add_dead_letter(
-            self.store,
+        attempts = [attempt.as_json() for attempt in await self.store.get_attempts(ctx.run.run_id)]
+        await self.store.add_dead_letter(
             tenant_id=ctx.run.tenant_id,
             run_id=ctx.run.run_id,
             job_id=ctx.run.job_id,

@@ -26,6 +26,7 @@ from tickwheel.flow.limits import FlowLimits
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tables import CassandraTables
 from worker.consumer import LaneConsumer
 from worker.notify import Notifier
 from worker.pipeline import RunHandler
@@ -69,8 +70,8 @@ class Worker:
         self.notifier.start()
         self._closers.append(self.notifier.stop)
         self.handler = RunHandler(
-            s, store, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id, announcer=self.announcer,
-            notifier=self.notifier,
+            s, CassandraTables(store), limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id,
+            announcer=self.announcer, notifier=self.notifier,
         )
         for lane in self.lanes():
             consumer = LaneConsumer(s, lane, self.handler.handle)

@@ -28,10 +28,9 @@ from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
 from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
-from tickwheel.store import buckets, runs
+from tickwheel.store import buckets
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.jobs import read_state
+from tickwheel.store.ports import WorkerStore
 from tickwheel.store.records import RUNNABLE, JobHead, JobState, NewRun, RunStatus
 from tickwheel.store.runs import AttemptResult
 from worker.context import RunContext, TenantCache
@@ -58,7 +57,7 @@ class RunHandler:
     def __init__(
         self,
         settings: Settings,
-        store: CassandraStore,
+        store: WorkerStore,
         limits: FlowLimits | None,
         http: HttpCaller,
         kafka: KafkaCaller,
@@ -119,7 +118,7 @@ class RunHandler:
         The run row is not read: the claim's conditions (runnable, at the expected attempt, made for the job's
         current version) decide, and a claim that does not apply says why (`claim`)."""
         run = buckets.run_of_due(due)
-        job = await read_state(self.store, run.job_id)
+        job = await self.store.read_state(run.job_id)
         if job is None or (job.state is not JobState.ACTIVE and not await self.forced_through_pause(due, job)):
             await self.cancel(run, "gone" if job is None else job.state.value.lower())
             return None
@@ -132,11 +131,11 @@ class RunHandler:
         then is the run row read, so a run of an ACTIVE job still costs no read of it."""
         if job.state is not JobState.PAUSED:
             return False
-        found = await runs.get_run(self.store, due.run_id)
+        found = await self.store.get_run(due.run_id)
         return found is not None and found.forced
 
     async def cancel(self, run: NewRun, why: str) -> None:
-        if await runs.cancel(self.store, run, self.clock()):
+        if await self.store.cancel(run, self.clock()):
             metrics.claims.labels("cancelled").inc()
             log.info("run cancelled: its job is %s", why, extra=_extra(run))
         else:
@@ -170,7 +169,7 @@ class RunHandler:
         if dead_reason is not None:
             await self.give_up_deferred(ctx, denied, dead_reason, now)
             return
-        await runs.defer(self.store, ctx.run, ctx.due.attempt, until, denied.reason, now)
+        await self.store.defer(ctx.run, ctx.due.attempt, until, denied.reason, now)
         self.announce(ctx.run, ctx.due.attempt, "run", until, now)
         metrics.deferrals.labels(denied.reason).inc()
         log.info("run deferred %.1f s: %s", wait_s, denied.reason, extra={**ctx.log, "attempt": ctx.due.attempt})
@@ -189,7 +188,7 @@ class RunHandler:
         """Fenced claim; a run made for an older version of its job is cancelled, a duplicate (final, running or
         re-fired) is dropped."""
         lease_until = now + timedelta(seconds=ctx.lease_s(self.settings.worker))
-        transition = await runs.claim(self.store, ctx.run, ctx.due.attempt, self.worker_id, lease_until, now)
+        transition = await self.store.claim(ctx.run, ctx.due.attempt, self.worker_id, lease_until, now)
         if transition.applied:
             metrics.claims.labels("won").inc()
             if self.announcer is not None and not self.announcer.rescan_finds(lease_until, now):
@@ -230,7 +229,7 @@ class RunHandler:
         """The worker is stopping mid-call: give the run back now instead of waiting for its lease."""
         now = self.clock()
         result = AttemptResult(RunStatus.RETRY, error="worker stopped during the call", retry_at=now)
-        if await runs.finish(self.store, ctx.run, attempt, result, self.worker_id, now, now):
+        if await self.store.finish(ctx.run, attempt, result, self.worker_id, now, now):
             self.announce(ctx.run, attempt, "run", now, now)
         log.warning("run handed back on shutdown", extra={**ctx.log, "attempt": attempt})
 
@@ -258,7 +257,7 @@ class RunHandler:
         dropped for a timeout. An LWT that timed out may still have applied: `runs.finish` recognises its own write."""
         for tries in range(1, RECORD_TRIES + 1):
             try:
-                return await runs.finish(self.store, ctx.run, attempt, record, self.worker_id, started, self.clock())
+                return await self.store.finish(ctx.run, attempt, record, self.worker_id, started, self.clock())
             except TickwheelError as exc:
                 if not exc.retriable or tries == RECORD_TRIES:
                     raise
@@ -273,20 +272,20 @@ class RunHandler:
     # --- kind = lease_check -----------------------------------------------------------------------------------
 
     async def check_lease(self, due: DueRun) -> None:
-        held = await runs.get_run(self.store, due.run_id)
+        held = await self.store.get_run(due.run_id)
         now = self.clock()
         if held is None or held.status is not RunStatus.RUNNING or held.attempt != due.attempt:
             return
         if held.lease_until is not None and held.lease_until > now:
             return  # extended by a heartbeat; a later lease_check row covers the new lease
         run = held.identity()
-        job = await read_state(self.store, run.job_id)
+        job = await self.store.read_state(run.job_id)
         retry_at = None
         if job is not None:
             policy = retry_policy_of(job.definition)
             decision = decide(policy, Outcome.RETRY, due.attempt, run.scheduled_at, now, self.rand())
             retry_at = decision.retry_at
-        if not await runs.expire_lease(self.store, run, due.attempt, retry_at, now):
+        if not await self.store.expire_lease(run, due.attempt, retry_at, now):
             return
         metrics.lease_timeouts.inc()
         if retry_at is not None:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import Checkpoint as Checkpoint
 from tickwheel.store.times import bound, read_at
 
 ADVANCE = (
@@ -23,16 +23,6 @@ FIRST = (
     " VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
 )
 SELECT = "SELECT shard, fired_through, owner_epoch, owner FROM shard_checkpoints WHERE shard IN ?"
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    """A shard's fired-through watermark and the owner (and its assignment epoch) that wrote it."""
-
-    shard: int
-    fired_through: datetime
-    owner_epoch: int
-    owner: str
 
 
 async def highest_epoch(store: CassandraStore) -> int:

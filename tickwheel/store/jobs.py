@@ -12,36 +12,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas.messages import JobDefinition, decode_definition, encode
+from schemas.messages import JobDefinition, encode
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import whole_ms
 from tickwheel.model import lane_of, recurs, tolerance_ms_of
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.records import JobHead, NewRun, Row, job_head_of
+from tickwheel.store.records import Job as Job
+from tickwheel.store.records import JobHead, NewRun, Pointer, job_head_of
 from tickwheel.store.records import JobState as JobState
-from tickwheel.store.times import aware, read_at
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    """A `jobs` row: its state, version (bumped by every change, the condition of every update), definition and
-    the run it points at next."""
-
-    job_id: uuid.UUID
-    tenant_id: str
-    shard: int
-    state: JobState
-    version: int
-    definition: JobDefinition
-    lane: str
-    next_run_at: datetime | None
-    next_run_id: uuid.UUID | None
-    fired_count: int
-    last_run_id: uuid.UUID | None
-    last_run_status: str | None
-    created_at: datetime
-    updated_at: datetime
+from tickwheel.store.records import KeyedJob as KeyedJob
+from tickwheel.store.records import job_of as job_of
+from tickwheel.store.times import bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,34 +76,6 @@ def run_of(
 def label_set(definition: JobDefinition) -> set[str]:
     """Labels as `key=value` strings: what listing filters on."""
     return {f"{k}={v}" for k, v in definition.labels.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class KeyedJob:
-    """The job that already holds an id derived from an Idempotency-Key, and the hash of the request that made it."""
-
-    job: Job
-    request_hash: str | None
-
-
-def job_of(row: Row) -> Job:
-    """The record of a `jobs` row (SELECT *)."""
-    return Job(
-        job_id=row["job_id"],
-        tenant_id=row["tenant_id"],
-        shard=row["shard"],
-        state=JobState(row["state"]),
-        version=row["version"],
-        definition=decode_definition(row["definition"]),
-        lane=row["lane"],
-        next_run_at=aware(row["next_run_at"]),
-        next_run_id=row["next_run_id"],
-        fired_count=row["fired_count"] or 0,
-        last_run_id=row["last_run_id"],
-        last_run_status=row["last_run_status"],
-        created_at=read_at(row["created_at"]),
-        updated_at=read_at(row["updated_at"]),
-    )
 
 
 INSERT_JOB = (
@@ -303,3 +257,29 @@ async def read_state(store: CassandraStore, job_id: uuid.UUID) -> JobHead | None
     """The job's state, version and definition: what a worker checks before calling (None: no such job)."""
     rows = await store.execute("SELECT state, version, definition FROM jobs WHERE job_id = ?", [job_id])
     return job_head_of(job_id, rows[0]) if rows and rows[0]["state"] and rows[0]["definition"] else None
+
+
+ADVANCE_JOB = (
+    "UPDATE jobs SET next_run_id = ?, next_run_at = ?, fired_count = ?, updated_at = ? WHERE job_id = ?"
+    " IF version = ? AND state = 'ACTIVE' AND next_run_id = ?"
+)
+
+
+async def move_pointer(
+    store: CassandraStore,
+    job: Job,
+    current_run_id: uuid.UUID,
+    following: NewRun | None,
+    fired_count: int,
+    now: datetime,
+) -> Pointer:
+    """Point the job from `current_run_id` to `following` (None: no further run) with `fired_count`, only while
+    it is ACTIVE, still at `job.version` and still pointing at `current_run_id` (one LWT on the job row)."""
+    next_id = following.run_id if following else None
+    next_at = bound(following.scheduled_at) if following else None
+    applied, current = await store.applied(
+        ADVANCE_JOB, [next_id, next_at, fired_count, bound(now), job.job_id, job.version, current_run_id]
+    )
+    if applied:
+        return Pointer(True)
+    return Pointer(False, current.get("next_run_id"), current.get("version"))

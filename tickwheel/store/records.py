@@ -162,6 +162,17 @@ class Transition:
 
 
 @dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """What one attempt produced, for the run row and its history."""
+
+    status: RunStatus
+    response_code: int | None = None
+    error: str | None = None
+    response_excerpt: str | None = None
+    retry_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     """A `run_attempts` row: one call, lease expiry, deferral or redrive of a run."""
 
@@ -233,6 +244,65 @@ def history_entry_of(row: Row) -> HistoryEntry:
         updated_at=aware(row.get("updated_at")),
         origin=row.get("origin"),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A `jobs` row: its state, version (bumped by every change, the condition of every update), definition and
+    the run it points at next."""
+
+    job_id: uuid.UUID
+    tenant_id: str
+    shard: int
+    state: JobState
+    version: int
+    definition: JobDefinition
+    lane: str
+    next_run_at: datetime | None
+    next_run_id: uuid.UUID | None
+    fired_count: int
+    last_run_id: uuid.UUID | None
+    last_run_status: str | None
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class KeyedJob:
+    """The job that already holds an id derived from an Idempotency-Key, and the hash of the request that made it."""
+
+    job: Job
+    request_hash: str | None
+
+
+def job_of(row: Row) -> Job:
+    """The record of a `jobs` row (SELECT *)."""
+    return Job(
+        job_id=row["job_id"],
+        tenant_id=row["tenant_id"],
+        shard=row["shard"],
+        state=JobState(row["state"]),
+        version=row["version"],
+        definition=decode_definition(row["definition"]),
+        lane=row["lane"],
+        next_run_at=aware(row["next_run_at"]),
+        next_run_id=row["next_run_id"],
+        fired_count=row["fired_count"] or 0,
+        last_run_id=row["last_run_id"],
+        last_run_status=row["last_run_status"],
+        created_at=read_at(row["created_at"]),
+        updated_at=read_at(row["updated_at"]),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Pointer:
+    """The outcome of moving a job's next-run pointer (a conditional write on its version, state and pointer);
+    when it did not apply, the job's pointer and version as found (None: no job row)."""
+
+    applied: bool
+    next_run_id: uuid.UUID | None = None
+    version: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -323,3 +393,13 @@ def tenant_of(row: Row) -> Tenant:
         notify_url=row.get("notify_url"),
         notify_events=frozenset(row.get("notify_events") or ()),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A shard's fired-through watermark and the owner (and its assignment epoch) that wrote it."""
+
+    shard: int
+    fired_through: datetime
+    owner_epoch: int
+    owner: str

@@ -7,7 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.records import HistoryEntry, history_entry_of
+from tickwheel.store.records import FINAL, HistoryEntry, history_entry_of
 from tickwheel.store.times import bound, read_at
 
 
@@ -58,3 +58,20 @@ async def latest_before(store: CassandraStore, job_id: uuid.UUID, before: dateti
         [job_id, bound(before), limit],
     )
     return [history_entry_of(row) for row in rows]
+
+
+EARLIER_RUNS = "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at < ? LIMIT ?"
+RUN_STATUSES = "SELECT run_id, status FROM runs WHERE run_id IN ?"
+EARLIER_RUNS_READ = 50
+"""How many earlier occurrences the overlap check looks at (newest first)."""
+
+
+async def earlier_in_flight(store: CassandraStore, job_id: uuid.UUID, before: datetime) -> int:
+    """How many of the job's latest runs scheduled before `before` are not final (read from the run rows: the
+    history may still say SCHEDULED of a run that started)."""
+    rows = await store.execute(EARLIER_RUNS, [job_id, bound(before), EARLIER_RUNS_READ])
+    candidates = [row["run_id"] for row in rows if row["status"] not in FINAL]
+    if not candidates:
+        return 0
+    runs = await store.execute(RUN_STATUSES, [candidates])
+    return sum(1 for row in runs if row["status"] not in FINAL)

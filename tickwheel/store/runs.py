@@ -28,6 +28,7 @@ from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import FINAL as FINAL
 from tickwheel.store.records import RUNNABLE as RUNNABLE
 from tickwheel.store.records import Attempt, Found, Run, attempt_of, found_of, run_of
+from tickwheel.store.records import AttemptResult as AttemptResult
 from tickwheel.store.records import NewRun as NewRun
 from tickwheel.store.records import RunStatus as RunStatus
 from tickwheel.store.records import Transition as Transition
@@ -165,6 +166,11 @@ def new_run_rows(run: NewRun, now: datetime) -> list[tuple[str, list[Any]]]:
     return [(statement.replace(" IF NOT EXISTS", ""), params), first_row(run, now), scheduled_history_row(run, now)]
 
 
+async def write_new_run(store: CassandraStore, run: NewRun, now: datetime) -> None:
+    """Write a run nobody can have written yet (`new_run_rows`: one unlogged batch, no condition)."""
+    await store.batch(new_run_rows(run, now), logged=False)
+
+
 async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     """Write a run and every row it needs (QUORUM). Returns False when the run already existed.
 
@@ -231,17 +237,6 @@ async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, n
         return False
     lease_until = aware(rows[0]["lease_until"])
     return lease_until is None or lease_until <= now
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptResult:
-    """What one attempt produced, for the run row and its history."""
-
-    status: RunStatus
-    response_code: int | None = None
-    error: str | None = None
-    response_excerpt: str | None = None
-    retry_at: datetime | None = None
 
 
 async def finish(

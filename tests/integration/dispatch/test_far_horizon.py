@@ -23,6 +23,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import ChainResult, chain
 from tickwheel.store.runs import NewRun, RunStatus, get_run
+from tickwheel.store.tables import CassandraTables
 
 SLACK_S = 120
 BUCKET_TTL_S = 14 * 86400
@@ -44,7 +45,7 @@ async def far_run(store: CassandraStore, case: str, now: datetime) -> NewRun:
     current_at = next_fire(schedule_of(JobDefinition(schedule=schedule, target=HttpTarget(url="https://x.io"))), now)
     assert current_at is not None
     current = await write_job(store, schedule, current_at)
-    step = await chain(store, due_run_for(current), now)  # what the dispatcher does when it fires
+    step = await chain(CassandraTables(store), due_run_for(current), now)  # what the dispatcher does when it fires
     assert step.result is ChainResult.CHAINED and step.following is not None
     return step.following
 

@@ -20,6 +20,7 @@ from tickwheel.flow.limits import Caps, FlowLimits, Permit
 from tickwheel.flow.redis import RedisClient
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tables import CassandraTables
 from worker.main import Worker
 
 ONE_TRY = RetryDoc(max_attempts=1)
@@ -58,9 +59,9 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
     held = await scene.job(HttpTarget(url=scene.sink.url("/up")))
     deferred = await eventually(
-        lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r["kind"] == "deferred" for r in rows)
+        lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r.kind == "deferred" for r in rows)
     )
-    assert deferred[0]["error"] == "breaker_open"
+    assert deferred[0].error == "breaker_open"
     assert deferred[0]["attempt"] == 0  # no attempt spent
     row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
     assert row.attempt == 1
@@ -219,8 +220,10 @@ class BatchFailsOnceAfterAnLwt:
 async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_once(scene: Scene, status: int) -> None:
     worker = await scene.worker()
     assert worker.handler is not None
-    flaky = BatchFailsOnceAfterAnLwt(worker.handler.store)
-    worker.handler.store = flaky  # type: ignore[assignment]
+    tables = worker.handler.store
+    assert isinstance(tables, CassandraTables)
+    flaky = BatchFailsOnceAfterAnLwt(tables.cql)
+    worker.handler.store = CassandraTables(flaky)  # type: ignore[arg-type]
     run = await scene.job(HttpTarget(url=scene.sink.url("/flaky", status=status)))
     if status == 200:
         row = await scene.wait_status(run.run_id, "SUCCEEDED")

@@ -1,0 +1,165 @@
+"""The store as the processes see it: small protocols by aggregate, implemented over Cassandra
+(`tickwheel.store.tables.CassandraTables`) and in memory (`tickwheel.store.memory.MemoryStore`).
+
+The semantics are the Cassandra ones, and `tests/integration/store/test_contract.py` runs the same tests against
+both implementations: every state change of a run is conditional on its status and its attempt (the fencing
+token), a job's pointer moves only from the run it names, a checkpoint only under an epoch at least as new.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Protocol
+
+from schemas.messages import DueRun
+from tickwheel.store.records import (
+    Attempt,
+    AttemptResult,
+    Checkpoint,
+    Job,
+    JobHead,
+    NewRun,
+    Pointer,
+    Run,
+    Tenant,
+    Transition,
+)
+
+
+class RunStore(Protocol):
+    """The run state machine (SCHEDULED -> RUNNING -> SUCCEEDED | RETRY | DEAD, or CANCELLED), fenced by
+    `runs.attempt`. The rows that find a run again are written before its conditional write."""
+
+    async def get_run(self, run_id: uuid.UUID) -> Run | None:
+        """The run, or None when it has no row."""
+        ...
+
+    async def get_attempts(self, run_id: uuid.UUID) -> list[Attempt]:
+        """Every attempt, deferral, lease expiry and redrive of the run, in order."""
+        ...
+
+    async def create_run(self, run: NewRun, now: datetime) -> bool:
+        """Write a run if absent (and its due row while it is SCHEDULED); False when it already existed."""
+        ...
+
+    async def write_new_run(self, run: NewRun, now: datetime) -> None:
+        """Write a run nobody can have written yet, with no condition."""
+        ...
+
+    async def claim(
+        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+    ) -> Transition:
+        """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version`."""
+        ...
+
+    async def finish(
+        self, run: NewRun, attempt: int, result: AttemptResult, worker: str, started_at: datetime, now: datetime
+    ) -> bool:
+        """Record the outcome of `attempt` if that attempt still holds the run (or already recorded it)."""
+        ...
+
+    async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:
+        """Time `attempt` out into RETRY at `retry_at` (DEAD when None) if it still runs past its lease."""
+        ...
+
+    async def lease_lapsed(self, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
+        """Whether `attempt` still holds the run past its lease."""
+        ...
+
+    async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
+        """Put the run back at `until` with the same attempt (no attempt spent)."""
+        ...
+
+    async def cancel(self, run: NewRun, now: datetime) -> bool:
+        """CANCELLED if not started (SCHEDULED or RETRY)."""
+        ...
+
+
+class JobStore(Protocol):
+    """Jobs as firing and calling read them, and the pointer chaining moves."""
+
+    async def get_job(self, job_id: uuid.UUID) -> Job | None:
+        """The job (any state), or None."""
+        ...
+
+    async def read_state(self, job_id: uuid.UUID) -> JobHead | None:
+        """The job's state, version and definition (a worker's read before calling)."""
+        ...
+
+    async def create_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
+        """Write a new job, its listing and its first run, all or nothing."""
+        ...
+
+    async def move_pointer(
+        self, job: Job, current_run_id: uuid.UUID, following: NewRun | None, fired_count: int, now: datetime
+    ) -> Pointer:
+        """Point the job from `current_run_id` to `following` while it is ACTIVE at `job.version`."""
+        ...
+
+    async def earlier_in_flight(self, job_id: uuid.UUID, before: datetime) -> int:
+        """How many of the job's latest runs scheduled before `before` are not final."""
+        ...
+
+
+class DueRowStore(Protocol):
+    """`runs_by_bucket`: what the dispatchers load into their wheels."""
+
+    async def read_range(self, shard: int, since: datetime, until: datetime) -> list[DueRun]:
+        """Every row of `shard` with since <= fire_at < until."""
+        ...
+
+
+class CheckpointStore(Protocol):
+    """Fired-through watermarks, fenced by the owner's assignment epoch."""
+
+    async def read_checkpoints(self, shards: Iterable[int]) -> dict[int, Checkpoint]:
+        """The checkpoints of `shards` that exist."""
+        ...
+
+    async def advance_checkpoints(
+        self, marks: Mapping[int, datetime], epoch: int, owner: str, now: datetime
+    ) -> dict[int, bool]:
+        """Move each shard's watermark; False for a shard a newer epoch has written."""
+        ...
+
+
+class TenantStore(Protocol):
+    """What a worker reads of a tenant."""
+
+    async def call_settings(self, tenant_id: str) -> Tenant:
+        """Secrets, Kafka prefix, caps and notification settings (none for a tenant with no row)."""
+        ...
+
+
+class DeadLetterStore(Protocol):
+    """Dead letters as a worker writes them."""
+
+    async def add_dead_letter(
+        self,
+        *,
+        tenant_id: str,
+        run_id: uuid.UUID,
+        job_id: uuid.UUID,
+        target_host: str,
+        payload: bytes,
+        last_error: str,
+        attempts: Sequence[dict[str, Any]],
+        dead_at: datetime,
+        ttl_s: int,
+    ) -> None:
+        """Write the letter (kept `ttl_s`) and stamp the run's `dead_at`."""
+        ...
+
+
+class ChainStore(RunStore, JobStore, Protocol):
+    """What chaining a recurring job at fire time reads and writes."""
+
+
+class DispatcherStore(ChainStore, DueRowStore, CheckpointStore, Protocol):
+    """Everything the dispatcher engine needs of the store."""
+
+
+class WorkerStore(RunStore, JobStore, TenantStore, DeadLetterStore, Protocol):
+    """Everything the worker pipeline needs of the store."""

@@ -1,0 +1,139 @@
+"""The store's ports (`tickwheel.store.ports`) over Cassandra: each method is the function of its table module,
+bound to one session. The statements and their order stay in those modules; this class only binds them."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from schemas.messages import DueRun
+from tickwheel.store import buckets, checkpoints, dead_letters, jobs, run_history, runs, tenants
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import (
+    Attempt,
+    AttemptResult,
+    Checkpoint,
+    Job,
+    JobHead,
+    NewRun,
+    Pointer,
+    Run,
+    Tenant,
+    Transition,
+)
+
+
+class CassandraTables:
+    """Every store port over one Cassandra session (`cql`, for what the ports do not cover yet)."""
+
+    def __init__(self, cql: CassandraStore):
+        self.cql = cql
+
+    # -- RunStore -----------------------------------------------------------------------------------------------
+    async def get_run(self, run_id: uuid.UUID) -> Run | None:
+        """The run, or None when it has no row."""
+        return await runs.get_run(self.cql, run_id)
+
+    async def get_attempts(self, run_id: uuid.UUID) -> list[Attempt]:
+        """Every attempt of the run, in order."""
+        return await runs.get_attempts(self.cql, run_id)
+
+    async def create_run(self, run: NewRun, now: datetime) -> bool:
+        """`runs.create_run`."""
+        return await runs.create_run(self.cql, run, now)
+
+    async def write_new_run(self, run: NewRun, now: datetime) -> None:
+        """`runs.write_new_run`."""
+        await runs.write_new_run(self.cql, run, now)
+
+    async def claim(
+        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+    ) -> Transition:
+        """`runs.claim`."""
+        return await runs.claim(self.cql, run, expected_attempt, worker, lease_until, now)
+
+    async def finish(
+        self, run: NewRun, attempt: int, result: AttemptResult, worker: str, started_at: datetime, now: datetime
+    ) -> bool:
+        """`runs.finish`."""
+        return await runs.finish(self.cql, run, attempt, result, worker, started_at, now)
+
+    async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:
+        """`runs.expire_lease`."""
+        return await runs.expire_lease(self.cql, run, attempt, retry_at, now)
+
+    async def lease_lapsed(self, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
+        """`runs.lease_lapsed`."""
+        return await runs.lease_lapsed(self.cql, run_id, attempt, now)
+
+    async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
+        """`runs.defer`."""
+        await runs.defer(self.cql, run, attempt, until, reason, now)
+
+    async def cancel(self, run: NewRun, now: datetime) -> bool:
+        """`runs.cancel`."""
+        return await runs.cancel(self.cql, run, now)
+
+    # -- JobStore -----------------------------------------------------------------------------------------------
+    async def get_job(self, job_id: uuid.UUID) -> Job | None:
+        """`jobs.get_job`."""
+        return await jobs.get_job(self.cql, job_id)
+
+    async def read_state(self, job_id: uuid.UUID) -> JobHead | None:
+        """`jobs.read_state`."""
+        return await jobs.read_state(self.cql, job_id)
+
+    async def create_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
+        """`jobs.create_job`."""
+        await jobs.create_job(self.cql, job, first_run, now)
+
+    async def move_pointer(
+        self, job: Job, current_run_id: uuid.UUID, following: NewRun | None, fired_count: int, now: datetime
+    ) -> Pointer:
+        """`jobs.move_pointer`."""
+        return await jobs.move_pointer(self.cql, job, current_run_id, following, fired_count, now)
+
+    async def earlier_in_flight(self, job_id: uuid.UUID, before: datetime) -> int:
+        """`run_history.earlier_in_flight`."""
+        return await run_history.earlier_in_flight(self.cql, job_id, before)
+
+    # -- DueRowStore, CheckpointStore -----------------------------------------------------------------------------
+    async def read_range(self, shard: int, since: datetime, until: datetime) -> list[DueRun]:
+        """`buckets.read_range`."""
+        return await buckets.read_range(self.cql, shard, since, until)
+
+    async def read_checkpoints(self, shards: Iterable[int]) -> dict[int, Checkpoint]:
+        """`checkpoints.read`."""
+        return await checkpoints.read(self.cql, shards)
+
+    async def advance_checkpoints(
+        self, marks: Mapping[int, datetime], epoch: int, owner: str, now: datetime
+    ) -> dict[int, bool]:
+        """`checkpoints.advance`."""
+        return await checkpoints.advance(self.cql, marks, epoch, owner, now)
+
+    # -- TenantStore, DeadLetterStore ---------------------------------------------------------------------------
+    async def call_settings(self, tenant_id: str) -> Tenant:
+        """`tenants.call_settings`."""
+        return await tenants.call_settings(self.cql, tenant_id)
+
+    async def add_dead_letter(
+        self,
+        *,
+        tenant_id: str,
+        run_id: uuid.UUID,
+        job_id: uuid.UUID,
+        target_host: str,
+        payload: bytes,
+        last_error: str,
+        attempts: Sequence[dict[str, Any]],
+        dead_at: datetime,
+        ttl_s: int,
+    ) -> None:
+        """`dead_letters.add_dead_letter`."""
+        await dead_letters.add_dead_letter(
+            self.cql, tenant_id=tenant_id, run_id=run_id, job_id=job_id, target_host=target_host, payload=payload,
+            last_error=last_error, attempts=attempts, dead_at=dead_at, ttl_s=ttl_s,
+        )  # fmt: skip
