@@ -16,7 +16,6 @@ from typing import Any
 
 from dispatcher import firing
 from dispatcher.firing import RecentlyFired, Watermarks, fire_order, needs_chain
-from dispatcher.nearfeed import NearFeed
 from dispatcher.ownership import (
     LEAVING_TAG,
     OwnershipChange,
@@ -29,7 +28,7 @@ from dispatcher.ownership import (
 from dispatcher.preload import Key, accept_near, key_of, loadable_until, plan_inserts
 from schemas.messages import DueRun, ShardAssignment, encode, topic_names
 from tickwheel import metrics
-from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.ports import NearTermFeed, Publisher
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.core.ids import epoch_ms
 from tickwheel.core.wheel import TimingWheel
@@ -61,8 +60,8 @@ class Dispatcher:
         self,
         settings: Settings,
         store: DispatcherStore,
-        producer: KafkaProducer,
-        near: NearFeed,
+        producer: Publisher,
+        near: NearTermFeed,
         *,
         name: str,
         clock: Callable[[], float] = time.time,
@@ -110,8 +109,8 @@ class Dispatcher:
     def now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
@@ -384,27 +383,34 @@ class Dispatcher:
     # -- firing ---------------------------------------------------------------------------------------------
     async def _fire_loop(self) -> None:
         while True:
-            if self.can_fire():
-                now_ms = self.now_ms()
-                batch = self.wheel.advance(now_ms)
-                self.fired_through_ms = now_ms
-                if batch:
-                    self._dispatch(batch)
-                next_due = self.wheel.next_due_ms()
-                metrics.wheel_size.set(len(self.wheel))
-            else:
-                next_due = None
+            next_due = self.fire_due() if self.can_fire() else None
             delay_ms = 250 if next_due is None else min(250, max(0, next_due - self.now_ms()))
             self._sleep_until_ms = self.now_ms() + delay_ms
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
 
+    def fire_due(self) -> int | None:
+        """Send everything the wheel holds due by now (each send in its own task, see `settle`); returns when the
+        next row is due (ms), None when the wheel is empty."""
+        now_ms = self.now_ms()
+        batch = self.wheel.advance(now_ms)
+        self.fired_through_ms = now_ms
+        if batch:
+            self._dispatch(batch)
+        metrics.wheel_size.set(len(self.wheel))
+        return self.wheel.next_due_ms()
+
+    async def settle(self) -> None:
+        """Wait until the sends `fire_due` started are done (tests; the loops never wait for them)."""
+        while fires := [t for t in self._tasks if t.get_name().startswith("fire ")]:
+            await asyncio.wait(fires)
+
     def _dispatch(self, batch: list[tuple[int, Key, DueRun]]) -> None:
         for _due_ms, key, run in fire_order(batch):
             self.keys_by_shard[run.shard].discard(key)
             self.watermarks.hold(run.shard, key, run.fire_at_ms)
-            self._spawn(self._fire(key, run))
+            self._spawn(self._fire(key, run), name=f"fire {run.run_id}")
 
     async def _fire(self, key: Key, run: DueRun) -> None:
         async with self._gates.get(run.lane, self._gates["default"]):

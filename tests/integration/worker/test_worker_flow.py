@@ -62,7 +62,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
         lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r.kind == "deferred" for r in rows)
     )
     assert deferred[0].error == "breaker_open"
-    assert deferred[0]["attempt"] == 0  # no attempt spent
+    assert deferred[0].attempt == 0  # no attempt spent
     row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
     assert row.attempt == 1
     assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is None
