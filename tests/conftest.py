@@ -29,10 +29,19 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.e2e)
     # Tiers in order: unit, integration, e2e. The e2e platform (a live dispatcher and worker on the run's keyspace
     # and topics) is session-scoped; started before the integration tests, it would fire and claim their runs.
-    items.sort(key=lambda item: _TIER_ORDER.get(_tier(item), 0))
+    # Tests that restart a shared server come last in the integration tier: a restarted Kafka goes on loading
+    # its coordinators for a while, and the timing tests that ran after it in CI failed (failover lag 12 s).
+    items.sort(key=_order)
 
 
-_TIER_ORDER = {"unit": 0, "integration": 1, "e2e": 2}
+_TIER_ORDER = {"unit": 0, "integration": 1, "e2e": 3}
+
+
+def _order(item: pytest.Item) -> int:
+    tier = _tier(item)
+    if tier == "integration" and item.get_closest_marker("restarts_servers") is not None:
+        return 2
+    return _TIER_ORDER[tier]
 
 
 def _tier(item: pytest.Item) -> str:
@@ -47,10 +56,31 @@ def pytest_runtest_makereport(
     report = yield
     if report.failed and call.when == "call" and ("integration" in item.keywords or "e2e" in item.keywords):
         report.sections.append(("server logs (tail)", _server_log_tails()))
+        processes = _process_log_warnings(item)
+        if processes:
+            report.sections.append(("tickwheel process warnings (tail)", processes))
     return report
 
 
-def _server_log_tails(lines: int = 40) -> str:
+def _process_log_warnings(item: pytest.Item, lines: int = 20) -> str:
+    """The last WARNING/ERROR lines of the tickwheel processes a failed test ran (the e2e platform's, and the
+    `*.log` files a test wrote under its tmp_path): CI prints only the test output, never the machine."""
+    funcargs = getattr(item, "funcargs", {})
+    logs: list[Path] = list(getattr(funcargs.get("platform"), "logs", {}).values())
+    tmp = funcargs.get("tmp_path")
+    if isinstance(tmp, Path):
+        logs += sorted(tmp.glob("*.log"))
+    parts = []
+    for log in logs:
+        if log.exists():
+            text = log.read_text(errors="replace")
+            noisy = [line for line in text.splitlines() if "warning" in line.lower() or "error" in line.lower()]
+            if noisy:
+                parts.append(f"--- {log.name} ---\n" + "\n".join(noisy[-lines:]))
+    return "\n".join(parts)
+
+
+def _server_log_tails(lines: int = 15) -> str:
     from tickwheel.stack import process
 
     parts = []
@@ -91,6 +121,19 @@ async def settings(stack_settings: Settings) -> AsyncIterator[Settings]:
     await run_migrate(test_settings)
     yield test_settings
     await _drop_keyspace(test_settings)
+    await _delete_topics(test_settings)
+
+
+async def _delete_topics(test_settings: Settings) -> None:
+    """Every run's topics (its prefix, and the tests' own prefixes under it) are deleted when the run ends."""
+    if os.environ.get("TW_TEST_KEEP_KEYSPACE") == "1":
+        return
+    from tickwheel.bus.kafka import delete_topics
+
+    try:
+        await delete_topics(test_settings.kafka, test_settings.kafka.topic_prefix)
+    except Exception as exc:  # the servers may be gone by now; the topics are only garbage
+        print(f"could not delete topics {test_settings.kafka.topic_prefix}*: {exc}")
 
 
 async def _drop_keyspace(test_settings: Settings) -> None:

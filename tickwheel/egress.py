@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from tickwheel.core.addresses import Address, Network, embedded_ipv4, refusal_reason
 from tickwheel.errors import EgressRefused
@@ -75,6 +76,15 @@ def canonical_host(host: str) -> str:
     address in any spelling (`[::FFFF:8.8.8.8]`, `134744072`) is its compressed form."""
     address = literal_address(host)
     return str(address) if address is not None else host.strip().rstrip(".").lower()
+
+
+def canonical_authority(url: str) -> str:
+    """The one spelling of an HTTP target's host and port, which keys its breakers and limits: two services on
+    one host (`10.0.0.5:8080`, `10.0.0.5:9090`) are two targets, and one failing cannot hold back the other;
+    `https://EXAMPLE.com.` and `https://example.com:443/x` are `example.com:443`."""
+    parsed = URL(url)
+    host = canonical_host(parsed.host or "-")
+    return f"[{host}]:{parsed.port}" if ":" in host else f"{host}:{parsed.port}"
 
 
 @dataclass(frozen=True, slots=True)

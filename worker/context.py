@@ -11,7 +11,7 @@ from typing import Any
 from yarl import URL
 
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
-from tickwheel.egress import canonical_host
+from tickwheel.egress import canonical_authority, canonical_host
 from tickwheel.settings import WorkerSettings
 from tickwheel.store.ports import TenantStore
 from tickwheel.store.records import NewRun, Tenant
@@ -44,6 +44,14 @@ class RunContext:
         if isinstance(target, KafkaTarget):
             return f"kafka:{target.topic}"
         return canonical_host(URL(target.url).host or "-")
+
+    def flow_key(self) -> str:
+        """What breakers and limits are keyed by: the target's host and port (`canonical_authority`), or the
+        Kafka topic."""
+        target = self.definition.target
+        if isinstance(target, KafkaTarget):
+            return f"kafka:{target.topic}"
+        return canonical_authority(target.url)
 
     def call_timeout_s(self, settings: WorkerSettings) -> float:
         target = self.definition.target

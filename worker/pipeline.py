@@ -154,7 +154,7 @@ class RunHandler:
             target_rate_per_s=tightened(w.target_rate_per_s, own.rate_per_s if own else None),
             hold_s=ctx.lease_s(w),
         )
-        granted = await self.limits.acquire(ctx.run.tenant_id, ctx.target_host(), caps, epoch_ms(self.clock()))
+        granted = await self.limits.acquire(ctx.run.tenant_id, ctx.flow_key(), caps, epoch_ms(self.clock()))
         if isinstance(granted, Permit):
             return granted
         await self.defer(ctx, granted)

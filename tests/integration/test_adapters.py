@@ -8,6 +8,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
 
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer, ensure_topics
@@ -97,6 +98,7 @@ async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settin
         raise AssertionError("connect to a closed port succeeded")
 
 
+@pytest.mark.restarts_servers
 async def test_a_redis_client_keeps_working_across_a_redis_restart(settings: Settings, namespace: str) -> None:
     from tickwheel import stack
 

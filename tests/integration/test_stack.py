@@ -71,6 +71,7 @@ def test_host_port_accepts_pairs_and_urls(endpoint: str, expected: tuple[str, in
     assert host_port(endpoint, 7) == expected
 
 
+@pytest.mark.restarts_servers
 def test_a_stopped_server_answers_again_after_start_server(stack_settings: Settings) -> None:
     if "redis" in stack.endpoint_overrides():
         pytest.fail("Redis is external (TICKWHEEL_REDIS): this test restarts the stack's own Redis")

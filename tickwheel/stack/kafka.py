@@ -37,7 +37,7 @@ log.dirs={{data_dir}}
 num.partitions=1
 num.network.threads=2
 num.io.threads=2
-num.recovery.threads.per.data.dir=1
+num.recovery.threads.per.data.dir=2
 offsets.topic.replication.factor=1
 offsets.topic.num.partitions=1
 transaction.state.log.replication.factor=1
@@ -136,6 +136,14 @@ def probe(endpoint: str) -> str:
         raise StackError(f"Kafka metadata request failed: {exc}") from exc
     if not metadata.brokers:
         raise StackError("Kafka answered with no brokers")
+    # A restarted broker answers metadata long before its group coordinator has loaded the offsets topic;
+    # consumers joining meanwhile wait (COORDINATOR_LOAD_IN_PROGRESS), so that is not ready either.
+    try:
+        groups = admin.list_consumer_groups(request_timeout=3).result()
+    except Exception as exc:
+        raise StackError(f"Kafka's group coordinator did not answer: {exc}") from exc
+    if groups.errors:
+        raise StackError(f"Kafka's group coordinator is not ready: {groups.errors[0]}")
     return f"{len(metadata.brokers)} broker(s), {len(metadata.topics)} topic(s)"
 
 

@@ -11,6 +11,8 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+
 from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import STACK_DIR, Caller
 from tickwheel.stack import start_server, stop_server
@@ -18,6 +20,7 @@ from tickwheel.stack import start_server, stop_server
 RECOVERY_TIMEOUT_S = 120
 
 
+@pytest.mark.restarts_servers
 async def test_cassandra_down_gives_503_with_retry_after_then_service_resumes(alice: Caller, make_client: Any):
     fast = await make_client(auth_cache_s=300.0)  # the key stays trusted while Cassandra is down
     alice.client = fast

@@ -17,7 +17,7 @@ from api.app import make_app
 from schemas.messages import topic_names
 from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import Caller, api_settings
-from tickwheel.bus.kafka import KafkaProducer, ensure_topics
+from tickwheel.bus.kafka import KafkaProducer, delete_topics, ensure_topics
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints, operator
@@ -216,6 +216,7 @@ async def test_lane_lag_counts_what_the_workers_group_has_not_committed(
 
     document = await (await client.get("/v1/operator/lanes", headers=operator_headers())).json()
 
+    await delete_topics(kafka, kafka.topic_prefix)
     lags = {item["lane"]: item for item in document["items"]}
     assert lags["urgent"]["lag"] == 3 and lags["urgent"]["group"] == f"{kafka.topic_prefix}tickwheel-worker-urgent"
     assert lags["default"]["lag"] == 0 and lags["bulk"]["partitions"] == 2

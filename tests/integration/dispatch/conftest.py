@@ -15,7 +15,7 @@ import pytest
 import coordinator.main as coordinator_main
 import dispatcher.main as dispatcher_main
 from schemas.messages import LANES, DueRun, HttpTarget, JobDefinition, ScheduleDoc, decode_due_run, encode, topic_names
-from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer, ensure_topics
+from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer, delete_topics, ensure_topics
 from tickwheel.bus.near import announce
 from tickwheel.commands import platform_topics
 from tickwheel.core.ids import run_id_for, shard_of
@@ -28,7 +28,7 @@ SHARDS = 64
 
 
 @pytest.fixture
-async def dsettings(settings: Settings, store: CassandraStore, namespace: str) -> Settings:
+async def dsettings(settings: Settings, store: CassandraStore, namespace: str) -> AsyncIterator[Settings]:
     s = dataclasses.replace(
         settings,
         shards=SHARDS,
@@ -50,7 +50,8 @@ async def dsettings(settings: Settings, store: CassandraStore, namespace: str) -
     )
     await ensure_topics(s.kafka, platform_topics(s))
     await store.execute("DELETE FROM shard_checkpoints WHERE shard IN ?", [list(range(SHARDS))])
-    return s
+    yield s
+    await delete_topics(s.kafka, s.kafka.topic_prefix)
 
 
 Cluster = Callable[..., Awaitable[list[dispatcher_main.Running]]]

@@ -169,6 +169,7 @@ async def restart_server(name: str, down_s: float) -> None:
     await asyncio.to_thread(stack.start_server, STACK_DIR, name)
 
 
+@pytest.mark.restarts_servers
 async def test_a_zookeeper_restart_loses_no_run(
     spawn: Spawn, store: CassandraStore, lanes: LaneReader, dsettings: Settings, producer: KafkaProducer
 ) -> None:
@@ -184,6 +185,7 @@ async def test_a_zookeeper_restart_loses_no_run(
     await wait_owned_by(store, dsettings.shards, 2, timeout_s=60)
 
 
+@pytest.mark.restarts_servers
 async def test_a_kafka_restart_loses_no_run(
     spawn: Spawn, store: CassandraStore, lanes: LaneReader, dsettings: Settings, producer: KafkaProducer
 ) -> None:

@@ -27,7 +27,7 @@ from schemas.messages import (
     encode,
     topic_names,
 )
-from tickwheel.bus.kafka import KafkaProducer, ensure_topics
+from tickwheel.bus.kafka import KafkaProducer, delete_topics, ensure_topics
 from tickwheel.core.ids import minute_bucket, run_id_for, shard_of
 from tickwheel.settings import Settings
 from tickwheel.signing import generate_secret
@@ -226,3 +226,4 @@ async def scene(settings: Settings, store: CassandraStore, namespace: str) -> As
             for worker in world.workers:
                 await worker.stop()
             await producer.close()
+            await delete_topics(local.kafka, local.kafka.topic_prefix)

@@ -14,7 +14,7 @@ import pytest
 from schemas.messages import HttpTarget, KafkaTarget, RetryDoc, encode, topic_names
 from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, ensure_topics
-from tickwheel.egress import EgressPolicy, EgressResolver
+from tickwheel.egress import EgressPolicy, EgressResolver, canonical_authority
 from tickwheel.errors import EgressRefused, Unavailable
 from tickwheel.flow.limits import Caps, FlowLimits, Permit
 from tickwheel.flow.redis import RedisClient
@@ -56,7 +56,8 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     for run in failing:
         await scene.wait_status(run.run_id, "DEAD")
     limits = FlowLimits(scene.settings.worker, RedisClient(scene.settings.redis, prefix=f"{scene.tenant}:"))
-    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
+    sink_target = canonical_authority(scene.sink.url("/"))  # breakers are per host and port
+    assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is not None
     held = await scene.job(HttpTarget(url=scene.sink.url("/up")))
     deferred = await eventually(
         lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r.kind == "deferred" for r in rows)
@@ -65,7 +66,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     assert deferred[0].attempt == 0  # no attempt spent
     row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
     assert row.attempt == 1
-    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is None
+    assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is None
     assert len(scene.sink.calls_to("/up")) == 1
     await limits.redis.close()
 
@@ -248,11 +249,12 @@ async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: 
     )
     caps = Caps(tenant_concurrency=100, target_concurrency=100, target_rate_per_s=1000.0, hold_s=5.0)
     now_ms = int(time.time() * 1000)
-    for _ in range(4):  # the tenant's breaker on the sink's host opens for a minute
-        permit = await limits.acquire(scene.tenant, "127.0.0.1", caps, now_ms)
+    sink_target = canonical_authority(scene.sink.url("/"))
+    for _ in range(4):  # the tenant's breaker on the sink opens for a minute
+        permit = await limits.acquire(scene.tenant, sink_target, caps, now_ms)
         assert isinstance(permit, Permit)
         await limits.release(permit, failed=True, now_ms=now_ms)
-    assert await limits.breaker_open_until_ms(scene.tenant, "127.0.0.1") is not None
+    assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is not None
     short = RetryDoc(max_attempts=3, base_delay_s=0.1, max_delay_s=0.1, max_age_s=1.0)
     run = await scene.job(HttpTarget(url=scene.sink.url("/held")), retry=short)
     row = await scene.wait_status(run.run_id, "DEAD", timeout_s=20)

@@ -6,7 +6,14 @@ import ipaddress
 
 import pytest
 
-from tickwheel.egress import EgressPolicy, canonical_host, literal_address, numeric_ipv4, refusal_reason
+from tickwheel.egress import (
+    EgressPolicy,
+    canonical_authority,
+    canonical_host,
+    literal_address,
+    numeric_ipv4,
+    refusal_reason,
+)
 from tickwheel.errors import EgressRefused
 
 REFUSED_LITERALS = [
@@ -131,3 +138,18 @@ def test_numeric_hosts_match_the_c_library_inet_aton(text: str) -> None:
 )
 def test_every_spelling_of_a_host_has_one_canonical_form(spelling: str, canonical: str) -> None:
     assert canonical_host(spelling) == canonical
+
+
+@pytest.mark.parametrize(
+    ("url", "authority"),
+    [
+        ("https://EXAMPLE.com./hook", "example.com:443"),
+        ("https://example.com:443/other?q=1", "example.com:443"),
+        ("http://example.com/", "example.com:80"),
+        ("http://example.com:8080/", "example.com:8080"),
+        ("http://127.0.0.1:9090/x", "127.0.0.1:9090"),
+        ("https://[::FFFF:8.8.8.8]/", "[::ffff:808:808]:443"),
+    ],
+)
+def test_every_spelling_of_a_target_has_one_authority_and_ports_tell_services_apart(url: str, authority: str) -> None:
+    assert canonical_authority(url) == authority
