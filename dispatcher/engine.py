@@ -117,16 +117,32 @@ class Dispatcher:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        loops = (self._fire_loop, self._reconcile_loop, self._horizon_loop, self._near_loop, self._rescan_loop)
-        for loop in (*loops, self._checkpoint_loop):
+        for loop in (self._fire_loop, self._reconcile_loop, self._near_loop):
             self._spawn(loop())
+        cfg = self.cfg
+        self._spawn(self._every(cfg.scan_interval_s, self.extend_horizon, "extending the horizon"))
+        self._spawn(self._every(cfg.rescan_interval_s, self.rescan, "rescan"))
+        self._spawn(self._every(cfg.checkpoint_interval_s, self.checkpoint, "checkpoint"))
+
+    async def _every(self, interval_s: float, step: Callable[[], Awaitable[object]], what: str) -> None:
+        """Run `step` every `interval_s`; a failure is logged and the next interval tries again (the horizon,
+        the rescan and the checkpoints: each is safe to repeat and catches up on its next run)."""
+        while True:
+            await self._sleep(interval_s)
+            try:
+                await step()
+            except Exception as exc:
+                log.warning("%s failed: %s", what, exc)
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
+        """Cancel every loop and send in flight and wait for them. A task that ended with an error instead of
+        its cancellation is a bug in a loop: logged with its traceback, never silently dropped."""
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task, outcome in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
+            if isinstance(outcome, Exception):
+                log.error("dispatcher task %s ended with an error", task.get_name(), exc_info=outcome)
 
     def ready(self) -> bool:
         return self.member is not None and self.can_fire()
@@ -300,14 +316,6 @@ class Dispatcher:
         return True
 
     # -- horizon, near-term, rescan -------------------------------------------------------------------------
-    async def _horizon_loop(self) -> None:
-        while True:
-            await self._sleep(self.cfg.scan_interval_s)
-            try:
-                await self.extend_horizon()
-            except Exception as exc:
-                log.warning("extending the horizon failed: %s", exc)
-
     async def extend_horizon(self) -> None:
         async with self._scan_lock:
             now = self.now()
@@ -356,14 +364,6 @@ class Dispatcher:
         metrics.near_received.labels(result="inserted").inc(inserted)
         metrics.near_received.labels(result="duplicate").inc(len(accepted) - inserted)
         metrics.near_received.labels(result="ignored").inc(len(runs) - len(accepted))
-
-    async def _rescan_loop(self) -> None:
-        while True:
-            await self._sleep(self.cfg.rescan_interval_s)
-            try:
-                await self.rescan()
-            except Exception as exc:
-                log.warning("rescan failed: %s", exc)
 
     async def rescan(self) -> int:
         """Read the current minute again; anything neither in the wheel nor fired is a miss caught late."""
@@ -488,14 +488,6 @@ class Dispatcher:
         return step.send
 
     # -- checkpoints ----------------------------------------------------------------------------------------
-    async def _checkpoint_loop(self) -> None:
-        while True:
-            await self._sleep(self.cfg.checkpoint_interval_s)
-            try:
-                await self.checkpoint()
-            except Exception as exc:
-                log.warning("checkpoint failed: %s", exc)
-
     async def checkpoint(self, *, force: bool = False) -> dict[int, bool]:
         """Write the watermarks that moved a checkpoint step (`force`: every one that moved at all)."""
         if not self.can_fire() or self.member is None:

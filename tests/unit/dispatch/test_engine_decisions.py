@@ -4,7 +4,9 @@ puts a send the bus refused back, checkpoints under its epoch, and drops a shard
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import logging
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -155,3 +157,16 @@ async def test_a_new_owner_resumes_from_the_checkpoint_minus_the_grace(scene: Sc
     await scene.own(missed.shard, epoch=2)
     await scene.fire(NOW)
     assert scene.sent() == [(missed.run_id, 0, "run")]
+
+
+async def test_stopping_reports_a_task_that_died_with_an_error(scene: Scene, caplog: pytest.LogCaptureFixture) -> None:
+    async def broken() -> None:
+        raise RuntimeError("a bug in a loop")
+
+    scene.engine._spawn(broken(), name="broken loop")
+    scene.engine.start()
+    await asyncio.sleep(0)
+    with caplog.at_level(logging.ERROR, logger="dispatcher.engine"):
+        await scene.engine.stop()
+    assert [r.getMessage() for r in caplog.records] == ["dispatcher task broken loop ended with an error"]
+    assert not scene.engine._tasks
