@@ -28,6 +28,7 @@ from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +269,7 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
     producer = KafkaProducer(settings.kafka)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
-    sweeper, mover = Sweeper(settings, store, producer), FarMover(settings, store, producer)
+    sweeper, mover = Sweeper(settings, CassandraTables(store), producer), FarMover(settings, store, producer)
     coordinator = Coordinator(settings, zk, sweeper, mover, store, name=name)
     health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
     await health.start()

@@ -14,28 +14,20 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from tickwheel import metrics
-from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.bus.ports import Publisher
 from tickwheel.core.missed import Plan, plan_occurrence
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
-from tickwheel.store import operator, run_history
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import ChainResult, is_recurring, point_job
-from tickwheel.store.jobs import Job, JobState, run_of, scan_page
+from tickwheel.store.jobs import Job, JobState, run_of
+from tickwheel.store.ports import SweeperStore
 from tickwheel.store.runs import (
     NewRun,
     RunKind,
     RunStatus,
-    bucket_row,
-    cancel,
-    create_run,
-    due_state,
-    get_run,
-    move_due,
 )
-from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +96,7 @@ def diagnose_stranded(run: HeldRun, now: datetime, grace: timedelta) -> Repair |
 
 
 class Sweeper:
-    def __init__(self, settings: Settings, store: CassandraStore, producer: KafkaProducer):
+    def __init__(self, settings: Settings, store: SweeperStore, producer: Publisher):
         self.settings = settings
         self.store = store
         self.near = NearAnnouncer(settings, producer)
@@ -115,15 +107,14 @@ class Sweeper:
         done: dict[Repair, int] = {}
         cursor: str | None = None
         while True:
-            jobs, cursor = await scan_page(
-                self.store, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
-            )
+            page_size = self.settings.coordinator.sweep_page_size
+            jobs, cursor = await self.store.scan_jobs(page_size=page_size, cursor=cursor)
             for job in jobs:
                 for repair in (await self.check(job, now), *await self.check_stranded(job, now)):
                     if repair is not None:
                         done[repair] = done.get(repair, 0) + 1
             if cursor is None:
-                await operator.add_sweep(self.store, {repair.value: n for repair, n in done.items()})
+                await self.store.add_sweep({repair.value: n for repair, n in done.items()})
                 return done
 
     async def check(self, job: Job, now: datetime) -> Repair | None:
@@ -158,11 +149,11 @@ class Sweeper:
         """Repair the job's recent runs that started (or failed) and have nothing left to fire them: the newest
         few history rows due before the grace, read through their run rows (the history records outcomes only)."""
         repairs = []
-        history = await run_history.latest_before(self.store, job.job_id, now - self.grace, STRANDED_CHECKED)
+        history = await self.store.latest_before(job.job_id, now - self.grace, STRANDED_CHECKED)
         for entry in history:
             if entry.status in FINAL_STATUSES:
                 continue
-            run = await get_run(self.store, entry.run_id)
+            run = await self.store.get_run(entry.run_id)
             if run is None:
                 continue
             held = HeldRun(run.status, run.attempt, run.due_at, run.lease_until)
@@ -186,13 +177,13 @@ class Sweeper:
         """A row at now that the normal path handles: a lease check (the dispatcher sees the lease lapsed, a worker
         times the attempt out) or the retry's run row (with its due time moved to now, written after the row)."""
         kind = RunKind.LEASE_CHECK if repair is Repair.LEASE_LAPSED else RunKind.RUN
-        await self.store.execute(*bucket_row(run, fire_at=now, attempt=held.attempt, kind=kind))
+        await self.store.write_due_row(run, now, held.attempt, kind)
         if repair is Repair.RETRY_UNFIRED:
-            await move_due(self.store, run.run_id, RunStatus.RETRY, held.attempt, now)
+            await self.store.move_due(run.run_id, RunStatus.RETRY, held.attempt, now)
         await self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
 
     async def _run(self, run_id: uuid.UUID) -> RunView | None:
-        state = await due_state(self.store, run_id)
+        state = await self.store.due_state(run_id)
         return None if state is None else RunView(state.status, state.attempt, state.due_at)
 
     async def _repair(
@@ -205,17 +196,17 @@ class Sweeper:
         fire_at = next_run_at if repair is Repair.RECREATE else now
         run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id)
         if repair is Repair.REFIRE:  # its due time moves to now, so the next pass does not repair it again
-            await move_due(self.store, run.run_id, RunStatus.SCHEDULED, 0, fire_at)
-        await create_run(self.store, run, now)
+            await self.store.move_due(run.run_id, RunStatus.SCHEDULED, 0, fire_at)
+        await self.store.create_run(run, now)
         await self._announce(run, now)
 
     async def _skip_missed(self, job: Job, missed_at: datetime, next_at: datetime | None, now: datetime) -> None:
         """Cancel the missed run; point the job at `next_at`, written due no earlier than now (a missed
         occurrence the policy still runs is in a minute the dispatchers have read already)."""
         assert job.next_run_id is not None
-        await cancel(self.store, run_of(job, missed_at, run_id=job.next_run_id), now)
+        await self.store.cancel(run_of(job, missed_at, run_id=job.next_run_id), now)
         following = None if next_at is None else run_of(job, next_at, fire_at=max(next_at, now))
-        result = await point_job(CassandraTables(self.store), job, job.next_run_id, following, job.fired_count, now)
+        result = await point_job(self.store, job, job.next_run_id, following, job.fired_count, now)
         if result is ChainResult.CHAINED and following is not None:
             await self._announce(following, now)
 

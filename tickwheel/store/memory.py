@@ -26,6 +26,7 @@ from tickwheel.store.records import (
     AttemptResult,
     Checkpoint,
     DeadLetter,
+    DueState,
     Found,
     HistoryEntry,
     Job,
@@ -34,6 +35,7 @@ from tickwheel.store.records import (
     NewRun,
     Pointer,
     Run,
+    RunKind,
     RunStatus,
     Tenant,
     Transition,
@@ -69,6 +71,8 @@ class MemoryStore:
     checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
     tenants: dict[str, Tenant] = field(default_factory=dict)
     dead_letters: dict[tuple[str, uuid.UUID], DeadLetter] = field(default_factory=dict)
+    sweeps: int = 0
+    repairs: dict[str, int] = field(default_factory=dict)
 
     # -- rows written before a condition ------------------------------------------------------------------------
     def _due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: str) -> None:
@@ -274,6 +278,43 @@ class MemoryStore:
         earlier = sorted((key for key in rows if key[0] < before), reverse=True)[:EARLIER_RUNS_READ]
         candidates = [rows[key].entry.run_id for key in earlier if rows[key].entry.status not in FINAL]
         return sum(1 for run_id in candidates if run_id in self.runs and self.runs[run_id].status not in FINAL)
+
+    # -- SweeperStore -------------------------------------------------------------------------------------------
+    async def scan_jobs(self, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        """A page of every job, by job id; the cursor is the offset of the next page."""
+        start = int(cursor or 0)
+        ordered = sorted(self.jobs.values(), key=lambda j: j.job_id.bytes)
+        following = start + page_size
+        return ordered[start:following], str(following) if following < len(ordered) else None
+
+    async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
+        """The job's newest history entries scheduled at or before `before`."""
+        rows = self.history.get(job_id, {})
+        keys = sorted((key for key in rows if key[0] <= before), reverse=True)[:limit]
+        return [rows[key].entry for key in keys]
+
+    async def due_state(self, run_id: uuid.UUID) -> DueState | None:
+        """The run's status, attempt and due time."""
+        run = self.runs.get(run_id)
+        return None if run is None else DueState(run.status, run.attempt, run.due_at)
+
+    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+        """Move the due time if the run is still `status` at `attempt`."""
+        run = self.runs.get(run_id)
+        if run is None or (run.status, run.attempt) != (status, attempt):
+            return False
+        self.runs[run_id] = replace(run, due_at=_stored(due_at))
+        return True
+
+    async def write_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
+        """A due row firing (run, attempt, kind) at `fire_at`."""
+        self._due_row(run, fire_at, attempt, kind.value)
+
+    async def add_sweep(self, repairs: Mapping[str, int]) -> None:
+        """Count a sweep and its repairs."""
+        self.sweeps += 1
+        for reason, count in repairs.items():
+            self.repairs[reason] = self.repairs.get(reason, 0) + count
 
     # -- DueRowStore, CheckpointStore -----------------------------------------------------------------------------
     async def read_range(self, shard: int, since: datetime, until: datetime) -> list[DueRun]:

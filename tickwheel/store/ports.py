@@ -18,11 +18,15 @@ from tickwheel.store.records import (
     Attempt,
     AttemptResult,
     Checkpoint,
+    DueState,
+    HistoryEntry,
     Job,
     JobHead,
     NewRun,
     Pointer,
     Run,
+    RunKind,
+    RunStatus,
     Tenant,
     Transition,
 )
@@ -155,6 +159,34 @@ class DeadLetterStore(Protocol):
 
 class ChainStore(RunStore, JobStore, Protocol):
     """What chaining a recurring job at fire time reads and writes."""
+
+
+class SweeperStore(ChainStore, Protocol):
+    """What the coordinator's sweeper reads and repairs."""
+
+    async def scan_jobs(self, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        """One page of every job (any tenant, any state) and the cursor of the next (None: the last)."""
+        ...
+
+    async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
+        """The job's newest `limit` history entries scheduled at or before `before`, newest first."""
+        ...
+
+    async def due_state(self, run_id: uuid.UUID) -> DueState | None:
+        """The run's status, attempt and due time."""
+        ...
+
+    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+        """Move the run's due time if it is still `status` at `attempt`."""
+        ...
+
+    async def write_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
+        """A due row firing (run, attempt, kind) at `fire_at`."""
+        ...
+
+    async def add_sweep(self, repairs: Mapping[str, int]) -> None:
+        """Count one finished sweep and its repairs (the operator console's counters)."""
+        ...
 
 
 class DispatcherStore(ChainStore, DueRowStore, CheckpointStore, Protocol):

@@ -39,6 +39,13 @@ RUNNABLE = (RunStatus.SCHEDULED, RunStatus.RETRY)
 FINAL = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
 
 
+class RunKind(enum.StrEnum):
+    """What a `runs_by_bucket` row fires: the run's attempt, or the check of a claimed attempt's lease."""
+
+    RUN = "run"
+    LEASE_CHECK = "lease_check"
+
+
 class JobState(enum.StrEnum):
     """The state of a job (`jobs.state`)."""
 
@@ -135,6 +142,15 @@ def run_of(row: Row) -> Run:
         forced=bool(row.get("forced")),
         created_at=aware(row["created_at"]),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DueState:
+    """A run's status, attempt and due time: the sweeper's view of a job's next run."""
+
+    status: RunStatus
+    attempt: int
+    due_at: datetime | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,9 +15,7 @@ row carries the attempt that holds the lease.
 
 from __future__ import annotations
 
-import enum
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,18 +27,12 @@ from tickwheel.store.records import FINAL as FINAL
 from tickwheel.store.records import RUNNABLE as RUNNABLE
 from tickwheel.store.records import Attempt, Found, Run, attempt_of, found_of, run_of
 from tickwheel.store.records import AttemptResult as AttemptResult
+from tickwheel.store.records import DueState as DueState
 from tickwheel.store.records import NewRun as NewRun
+from tickwheel.store.records import RunKind as RunKind
 from tickwheel.store.records import RunStatus as RunStatus
 from tickwheel.store.records import Transition as Transition
 from tickwheel.store.times import aware, bound, epoch_us
-
-
-class RunKind(enum.StrEnum):
-    """What a `runs_by_bucket` row fires: the run's attempt, or the check of a claimed attempt's lease."""
-
-    RUN = "run"
-    LEASE_CHECK = "lease_check"
-
 
 INSERT_RUN = (
     "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
@@ -404,15 +396,6 @@ async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     return applied
 
 
-@dataclass(frozen=True, slots=True)
-class DueState:
-    """A run's status, attempt and due time: the sweeper's view of a job's next run."""
-
-    status: RunStatus
-    attempt: int
-    due_at: datetime | None
-
-
 async def due_state(store: CassandraStore, run_id: uuid.UUID) -> DueState | None:
     """The run's status, attempt and due time (the sweeper's view), or None when it has no row."""
     rows = await store.execute("SELECT status, attempt, due_at FROM runs WHERE run_id = ?", [run_id])
@@ -428,3 +411,8 @@ async def move_due(store: CassandraStore, run_id: uuid.UUID, status: RunStatus, 
         [bound(due_at), run_id, status.value, attempt],
     )
     return applied
+
+
+async def write_due_row(store: CassandraStore, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
+    """A `runs_by_bucket` row that fires (run, attempt, kind) at `fire_at` (the sweeper's repairs)."""
+    await store.execute(*bucket_row(run, fire_at=fire_at, attempt=attempt, kind=kind))

@@ -9,17 +9,21 @@ from datetime import datetime
 from typing import Any
 
 from schemas.messages import DueRun
-from tickwheel.store import buckets, checkpoints, dead_letters, jobs, run_history, runs, tenants
+from tickwheel.store import buckets, checkpoints, dead_letters, jobs, operator, run_history, runs, tenants
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import (
     Attempt,
     AttemptResult,
     Checkpoint,
+    DueState,
+    HistoryEntry,
     Job,
     JobHead,
     NewRun,
     Pointer,
     Run,
+    RunKind,
+    RunStatus,
     Tenant,
     Transition,
 )
@@ -98,6 +102,31 @@ class CassandraTables:
     async def earlier_in_flight(self, job_id: uuid.UUID, before: datetime) -> int:
         """`run_history.earlier_in_flight`."""
         return await run_history.earlier_in_flight(self.cql, job_id, before)
+
+    # -- SweeperStore -------------------------------------------------------------------------------------------
+    async def scan_jobs(self, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:
+        """`jobs.scan_page`."""
+        return await jobs.scan_page(self.cql, page_size=page_size, cursor=cursor)
+
+    async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
+        """`run_history.latest_before`."""
+        return await run_history.latest_before(self.cql, job_id, before, limit)
+
+    async def due_state(self, run_id: uuid.UUID) -> DueState | None:
+        """`runs.due_state`."""
+        return await runs.due_state(self.cql, run_id)
+
+    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+        """`runs.move_due`."""
+        return await runs.move_due(self.cql, run_id, status, attempt, due_at)
+
+    async def write_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
+        """`runs.write_due_row`."""
+        await runs.write_due_row(self.cql, run, fire_at, attempt, kind)
+
+    async def add_sweep(self, repairs: Mapping[str, int]) -> None:
+        """`operator.add_sweep`."""
+        await operator.add_sweep(self.cql, repairs)
 
     # -- DueRowStore, CheckpointStore -----------------------------------------------------------------------------
     async def read_range(self, shard: int, since: datetime, until: datetime) -> list[DueRun]:

@@ -19,6 +19,7 @@ from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import get_job
 from tickwheel.store.runs import AttemptResult, RunStatus, claim, finish, get_run
+from tickwheel.store.tables import CassandraTables
 
 MINUTELY = {"type": "cron", "expr": "* * * * *", "tz": "UTC"}
 
@@ -87,7 +88,7 @@ async def test_the_sweeper_applies_the_catch_up_policy_to_an_overdue_run(
     now = m0 + timedelta(minutes=20, seconds=30)
     producer = KafkaProducer(dsettings.kafka)
     try:
-        sweeper = Sweeper(dsettings, store, producer)
+        sweeper = Sweeper(dsettings, CassandraTables(store), producer)
         for run in (skip, latest, every):
             row = await get_job(store, run.job_id)
             assert row is not None

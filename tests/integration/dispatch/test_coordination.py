@@ -18,6 +18,7 @@ from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import get_job
 from tickwheel.store.runs import create_run
+from tickwheel.store.tables import CassandraTables
 
 
 async def test_a_stale_epoch_cannot_move_a_checkpoint_back(store: CassandraStore, dsettings: Settings) -> None:
@@ -63,7 +64,7 @@ async def test_the_sweeper_repairs_a_missing_and_an_overdue_next_run_and_counts_
     overdue_job, overdue_run = await write_interval_job(store, long_ago, every_s=3600)
     healthy_job, _ = await write_interval_job(store, soon, every_s=60)
     producer = KafkaProducer(dsettings.kafka)
-    sweeper = Sweeper(dsettings, store, producer)
+    sweeper = Sweeper(dsettings, CassandraTables(store), producer)
     counted = metrics.sweeper_repairs.labels(reason=Repair.RECREATE.value)._value.get()
     try:
         for job_id in (missing_job, overdue_job, healthy_job):
@@ -96,7 +97,8 @@ async def test_the_sweeper_logs_every_repair_with_the_job_id(
     with caplog.at_level(logging.WARNING, logger="coordinator.sweeper"):  # type: ignore[attr-defined]
         row = await get_job(store, job_id)
         assert row is not None
-        assert await Sweeper(dsettings, store, producer).check(row, datetime.now(UTC)) is Repair.RECREATE
+        sweeper = Sweeper(dsettings, CassandraTables(store), producer)
+        assert await sweeper.check(row, datetime.now(UTC)) is Repair.RECREATE
     await producer.close()
     [record] = [r for r in caplog.records if r.name == "coordinator.sweeper"]  # type: ignore[attr-defined]
     assert record.levelno == logging.WARNING and record.job_id == str(job_id)

@@ -14,6 +14,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import get_job
+from tickwheel.store.tables import CassandraTables
 
 
 async def bucket_rows(store: CassandraStore, run: runs.NewRun, at: datetime) -> set[tuple[int, str]]:
@@ -29,7 +30,7 @@ async def sweep_job(dsettings: Settings, store: CassandraStore, job_id: uuid.UUI
     try:
         row = await get_job(store, job_id)
         assert row is not None
-        return await Sweeper(dsettings, store, producer).check_stranded(row, now)
+        return await Sweeper(dsettings, CassandraTables(store), producer).check_stranded(row, now)
     finally:
         await producer.close()
 

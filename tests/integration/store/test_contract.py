@@ -20,14 +20,14 @@ from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.memory import MemoryStore
-from tickwheel.store.ports import DispatcherStore, WorkerStore
-from tickwheel.store.records import AttemptResult, Found, NewRun, RunStatus
+from tickwheel.store.ports import DispatcherStore, SweeperStore, WorkerStore
+from tickwheel.store.records import AttemptResult, DueState, Found, NewRun, RunKind, RunStatus
 from tickwheel.store.tables import CassandraTables
 
 pytestmark = pytest.mark.integration
 
 
-class Both(DispatcherStore, WorkerStore, Protocol):
+class Both(DispatcherStore, WorkerStore, SweeperStore, Protocol):
     """The ports a contract test may call."""
 
 
@@ -215,3 +215,29 @@ async def test_a_checkpoint_moves_only_under_an_epoch_at_least_as_new(ports: Bot
 async def test_a_tenant_with_no_row_has_no_secret_and_the_default_prefix(ports: Both) -> None:
     tenant = await ports.call_settings(f"t{uuid.uuid4().hex[:12]}")
     assert tenant.signing_secrets == () and tenant.topic_prefix.startswith(tenant.tenant_id)
+
+
+async def test_what_the_sweeper_reads_and_repairs(ports: Both) -> None:
+    made, run = job(soon(-300))
+    now = datetime.now(UTC)
+    await ports.create_job(made, run, now)
+    found, cursor = [], None
+    while True:  # the whole table, page by page, until this test's job shows up
+        page, cursor = await ports.scan_jobs(page_size=50, cursor=cursor)
+        found += [j for j in page if j.job_id == made.job_id]
+        if found or cursor is None:
+            break
+    assert [(j.next_run_id, j.state) for j in found] == [(run.run_id, made.state)]
+    assert await ports.due_state(run.run_id) == DueState(RunStatus.SCHEDULED, 0, run.fire_at)
+    assert not await ports.move_due(run.run_id, RunStatus.RETRY, 0, now)
+    assert await ports.move_due(run.run_id, RunStatus.SCHEDULED, 0, whole_ms(now))
+    assert await ports.due_state(run.run_id) == DueState(RunStatus.SCHEDULED, 0, whole_ms(now))
+    await ports.write_due_row(run, whole_ms(now), 0, RunKind.LEASE_CHECK)
+    rows = await ports.read_range(run.shard, minute(now), minute(now, 1))
+    assert (run.run_id, 0, "lease_check") in {(r.run_id, r.attempt, r.kind) for r in rows}
+    history = await ports.latest_before(made.job_id, now, 3)
+    assert [(h.run_id, h.status, h.scheduled_at) for h in history] == [
+        (run.run_id, RunStatus.SCHEDULED, run.scheduled_at)
+    ]
+    assert await ports.latest_before(made.job_id, run.scheduled_at - timedelta(seconds=1), 3) == []
+    await ports.add_sweep({"missing_run": 1})
