@@ -12,6 +12,7 @@ from tickwheel.core.retention import retention_s
 from tickwheel.settings import RetentionSettings
 from tickwheel.signing import sign_headers
 from tickwheel.store.ports import WorkerStore
+from tickwheel.store.records import DeadLetter
 from worker.context import RunContext
 from worker.outcome import body_of
 from worker.targets import HttpCaller
@@ -28,18 +29,15 @@ class DeadLetters:
         self.retention = retention
 
     async def add(self, ctx: RunContext, last_error: str, now: datetime) -> None:
+        """Write the run's dead letter (with every attempt so far), count it, and alert the owner if asked."""
         attempts = [attempt.as_json() for attempt in await self.store.get_attempts(ctx.run.run_id)]
-        await self.store.add_dead_letter(
-            tenant_id=ctx.run.tenant_id,
-            run_id=ctx.run.run_id,
-            job_id=ctx.run.job_id,
-            target_host=ctx.target_host(),
-            payload=body_of(ctx.definition),
-            last_error=last_error,
-            attempts=attempts,
-            dead_at=now,
-            ttl_s=retention_s(self.retention.dead_letters_days, ctx.tenant.retention_days),
-        )
+        run = ctx.run
+        letter = DeadLetter(
+            run.tenant_id, now, run.run_id, run.job_id, ctx.target_host(), body_of(ctx.definition), last_error,
+            tuple(attempts),
+        )  # fmt: skip
+        ttl_s = retention_s(self.retention.dead_letters_days, ctx.tenant.retention_days)
+        await self.store.add_dead_letter(letter, ttl_s)
         metrics.dead_letters.labels(_reason(last_error)).inc()
         if ctx.definition.alert_url:
             await self.alert(ctx, len([a for a in attempts if a.get("kind") != "deferred"]), last_error, now)

@@ -10,7 +10,7 @@ no retention, nothing survives the process.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -344,22 +344,9 @@ class MemoryStore:
         """The tenant, or one with no settings when it has no row."""
         return self.tenants.get(tenant_id) or Tenant(tenant_id, "", None, ())
 
-    async def add_dead_letter(
-        self,
-        *,
-        tenant_id: str,
-        run_id: uuid.UUID,
-        job_id: uuid.UUID,
-        target_host: str,
-        payload: bytes,
-        last_error: str,
-        attempts: Sequence[dict[str, Any]],
-        dead_at: datetime,
-        ttl_s: int,
-    ) -> None:
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
         """The letter, and the run's `dead_at`."""
-        at = _stored(dead_at)
-        letter = DeadLetter(tenant_id, at, run_id, job_id, target_host, payload, last_error, tuple(attempts))
-        self.dead_letters[(tenant_id, run_id)] = letter
-        if run_id in self.runs:
-            self.runs[run_id] = replace(self.runs[run_id], dead_at=at)
+        letter = replace(letter, dead_at=_stored(letter.dead_at))
+        self.dead_letters[(letter.tenant_id, letter.run_id)] = letter
+        if letter.run_id in self.runs:
+            self.runs[letter.run_id] = replace(self.runs[letter.run_id], dead_at=letter.dead_at)

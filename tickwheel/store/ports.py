@@ -9,15 +9,16 @@ token), a job's pointer moves only from the run it names, a checkpoint only unde
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Protocol
 
 from schemas.messages import DueRun
 from tickwheel.store.records import (
     Attempt,
     AttemptResult,
     Checkpoint,
+    DeadLetter,
     DueState,
     HistoryEntry,
     Job,
@@ -140,19 +141,7 @@ class TenantStore(Protocol):
 class DeadLetterStore(Protocol):
     """Dead letters as a worker writes them."""
 
-    async def add_dead_letter(
-        self,
-        *,
-        tenant_id: str,
-        run_id: uuid.UUID,
-        job_id: uuid.UUID,
-        target_host: str,
-        payload: bytes,
-        last_error: str,
-        attempts: Sequence[dict[str, Any]],
-        dead_at: datetime,
-        ttl_s: int,
-    ) -> None:
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
         """Write the letter (kept `ttl_s`) and stamp the run's `dead_at`."""
         ...
 

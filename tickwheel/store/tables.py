@@ -4,9 +4,8 @@ bound to one session. The statements and their order stay in those modules; this
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
 from schemas.messages import DueRun
 from tickwheel.store import buckets, checkpoints, dead_letters, jobs, operator, run_history, runs, tenants
@@ -15,6 +14,7 @@ from tickwheel.store.records import (
     Attempt,
     AttemptResult,
     Checkpoint,
+    DeadLetter,
     DueState,
     HistoryEntry,
     Job,
@@ -148,21 +148,10 @@ class CassandraTables:
         """`tenants.call_settings`."""
         return await tenants.call_settings(self.cql, tenant_id)
 
-    async def add_dead_letter(
-        self,
-        *,
-        tenant_id: str,
-        run_id: uuid.UUID,
-        job_id: uuid.UUID,
-        target_host: str,
-        payload: bytes,
-        last_error: str,
-        attempts: Sequence[dict[str, Any]],
-        dead_at: datetime,
-        ttl_s: int,
-    ) -> None:
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
         """`dead_letters.add_dead_letter`."""
         await dead_letters.add_dead_letter(
-            self.cql, tenant_id=tenant_id, run_id=run_id, job_id=job_id, target_host=target_host, payload=payload,
-            last_error=last_error, attempts=attempts, dead_at=dead_at, ttl_s=ttl_s,
+            self.cql, tenant_id=letter.tenant_id, run_id=letter.run_id, job_id=letter.job_id,
+            target_host=letter.target_host, payload=letter.payload, last_error=letter.last_error,
+            attempts=letter.attempts, dead_at=letter.dead_at, ttl_s=ttl_s,
         )  # fmt: skip

@@ -21,7 +21,7 @@ from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.memory import MemoryStore
 from tickwheel.store.ports import DispatcherStore, SweeperStore, WorkerStore
-from tickwheel.store.records import AttemptResult, DueState, Found, NewRun, RunKind, RunStatus
+from tickwheel.store.records import AttemptResult, DeadLetter, DueState, Found, NewRun, RunKind, RunStatus
 from tickwheel.store.tables import CassandraTables
 
 pytestmark = pytest.mark.integration
@@ -241,3 +241,13 @@ async def test_what_the_sweeper_reads_and_repairs(ports: Both) -> None:
     ]
     assert await ports.latest_before(made.job_id, run.scheduled_at - timedelta(seconds=1), 3) == []
     await ports.add_sweep({"missing_run": 1})
+
+
+async def test_a_dead_letter_stamps_its_run(ports: Both) -> None:
+    run = await a_run(ports)
+    dead_at = whole_ms(datetime.now(UTC))
+    attempts = ({"attempt": 1, "outcome": "DEAD"},)
+    letter = DeadLetter(run.tenant_id, dead_at, run.run_id, run.job_id, "example.com", b"{}", "HTTP 500", attempts)
+    await ports.add_dead_letter(letter, 3600)
+    stored = await ports.get_run(run.run_id)
+    assert stored is not None and stored.dead_at == dead_at
