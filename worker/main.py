@@ -66,11 +66,12 @@ class Worker:
         self._closers.append(http.close)
         self.announcer = NearAnnouncer(s, producer)
         limits = FlowLimits(s.worker, redis)
-        self.notifier = Notifier(s.notify, store, http)
+        tables = CassandraTables(store)
+        self.notifier = Notifier(s.notify, tables, http)
         self.notifier.start()
         self._closers.append(self.notifier.stop)
         self.handler = RunHandler(
-            s, CassandraTables(store), limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id,
+            s, tables, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id,
             announcer=self.announcer, notifier=self.notifier,
         )
         for lane in self.lanes():

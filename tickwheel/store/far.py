@@ -7,9 +7,9 @@ from __future__ import annotations
 from datetime import datetime
 
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.jobs import JobState, get_job
+from tickwheel.store.jobs import JobState
+from tickwheel.store.ports import ChainStore
 from tickwheel.store.records import NewRun, RunStatus
-from tickwheel.store.runs import create_run, get_run
 from tickwheel.store.times import bound, read_at
 
 SELECT_DAY = (
@@ -44,16 +44,16 @@ async def delete_day(store: CassandraStore, day: datetime, shard: int) -> None:
     await store.execute(DELETE_DAY, [bound(day), shard])
 
 
-async def move_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
+async def move_run(store: ChainStore, run: NewRun, now: datetime) -> bool:
     """Write the bucket row of a run waiting in `runs_far`; True when it will fire. A run cancelled or already
     attempted is left alone; a run whose own row has expired (due beyond Cassandra's 20-year TTL) is written again
     only while its job is ACTIVE and still points at it."""
-    current = await get_run(store, run.run_id)
+    current = await store.get_run(run.run_id)
     if current is None:
-        job = await get_job(store, run.job_id)
+        job = await store.get_job(run.job_id)
         if job is None or job.state != JobState.ACTIVE or job.next_run_id != run.run_id:
             return False
     elif current.status is not RunStatus.SCHEDULED or current.attempt:
         return False
-    await create_run(store, run, now)
+    await store.create_run(run, now)
     return True

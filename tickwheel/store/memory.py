@@ -16,8 +16,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.messages import DueRun
-from tickwheel.core.horizon import is_far
+from tickwheel.core.horizon import day_of, is_far
 from tickwheel.core.instants import epoch_ms, whole_ms
+from tickwheel.store import far
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.records import (
     FINAL,
@@ -278,6 +279,27 @@ class MemoryStore:
         earlier = sorted((key for key in rows if key[0] < before), reverse=True)[:EARLIER_RUNS_READ]
         candidates = [rows[key].entry.run_id for key in earlier if rows[key].entry.status not in FINAL]
         return sum(1 for run_id in candidates if run_id in self.runs and self.runs[run_id].status not in FINAL)
+
+    # -- HistoryStore, FarStore ---------------------------------------------------------------------------------
+    async def previous_status(self, job_id: uuid.UUID, before: datetime) -> str | None:
+        """The status of the job's latest run scheduled before `before`."""
+        rows = self.history.get(job_id, {})
+        earlier = [key for key in rows if key[0] < before]
+        return rows[max(earlier)].entry.status.value if earlier else None
+
+    async def read_far_day(self, day: datetime, shard: int) -> list[NewRun]:
+        """The far runs of (day, shard), in fire order."""
+        waiting = [r for r in self.far_rows.values() if r.shard == shard and day_of(_stored(r.fire_at)) == day]
+        return sorted(waiting, key=lambda r: (r.fire_at, str(r.run_id)))
+
+    async def move_far_run(self, run: NewRun, now: datetime) -> bool:
+        """`far.move_run` (the same decision) over this store."""
+        return await far.move_run(self, run, now)
+
+    async def delete_far_day(self, day: datetime, shard: int) -> None:
+        """Drop the (day, shard) partition."""
+        for run in await self.read_far_day(day, shard):
+            del self.far_rows[run.run_id]
 
     # -- SweeperStore -------------------------------------------------------------------------------------------
     async def scan_jobs(self, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:

@@ -146,6 +146,30 @@ class DeadLetterStore(Protocol):
         ...
 
 
+class HistoryStore(Protocol):
+    """A job's run history as the worker's notifications read it."""
+
+    async def previous_status(self, job_id: uuid.UUID, before: datetime) -> str | None:
+        """The status of the job's latest run scheduled before `before` (None: it has none)."""
+        ...
+
+
+class FarStore(Protocol):
+    """`runs_far`: first attempts due beyond the far horizon, by (UTC day, shard), until the mover moves them."""
+
+    async def read_far_day(self, day: datetime, shard: int) -> list[NewRun]:
+        """Every run waiting in the (day, shard) partition."""
+        ...
+
+    async def move_far_run(self, run: NewRun, now: datetime) -> bool:
+        """Write the due row of a waiting run; False when it was cancelled, attempted or its job moved on."""
+        ...
+
+    async def delete_far_day(self, day: datetime, shard: int) -> None:
+        """Drop a moved partition whole."""
+        ...
+
+
 class ChainStore(RunStore, JobStore, Protocol):
     """What chaining a recurring job at fire time reads and writes."""
 

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from schemas.messages import DueRun
-from tickwheel.store import buckets, checkpoints, dead_letters, jobs, operator, run_history, runs, tenants
+from tickwheel.store import buckets, checkpoints, dead_letters, far, jobs, operator, run_history, runs, tenants
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import (
     Attempt,
@@ -102,6 +102,23 @@ class CassandraTables:
     async def earlier_in_flight(self, job_id: uuid.UUID, before: datetime) -> int:
         """`run_history.earlier_in_flight`."""
         return await run_history.earlier_in_flight(self.cql, job_id, before)
+
+    # -- HistoryStore, FarStore ---------------------------------------------------------------------------------
+    async def previous_status(self, job_id: uuid.UUID, before: datetime) -> str | None:
+        """`run_history.previous_status`."""
+        return await run_history.previous_status(self.cql, job_id, before)
+
+    async def read_far_day(self, day: datetime, shard: int) -> list[NewRun]:
+        """`far.read_day`."""
+        return await far.read_day(self.cql, day, shard)
+
+    async def move_far_run(self, run: NewRun, now: datetime) -> bool:
+        """`far.move_run`."""
+        return await far.move_run(self, run, now)
+
+    async def delete_far_day(self, day: datetime, shard: int) -> None:
+        """`far.delete_day`."""
+        await far.delete_day(self.cql, day, shard)
 
     # -- SweeperStore -------------------------------------------------------------------------------------------
     async def scan_jobs(self, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:

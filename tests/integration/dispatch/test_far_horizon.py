@@ -96,7 +96,7 @@ async def test_a_run_due_far_ahead_keeps_its_rows_and_fires_when_due(
     # The mover, a day before the run is due, writes its bucket row with the table's whole TTL.
     producer = KafkaProducer(dsettings.kafka)
     try:
-        mover = FarMover(dsettings, store, producer)
+        mover = FarMover(dsettings, CassandraTables(store), producer)
         assert await mover.move(due - timedelta(days=1)) >= 1  # other tests' far runs may share the days
     finally:
         await producer.close()
@@ -141,7 +141,7 @@ async def test_a_near_run_is_written_to_its_bucket_and_a_cancelled_far_run_is_dr
     await store.execute("UPDATE runs SET status = 'CANCELLED' WHERE run_id = ?", [cancelled.run_id])
     producer = KafkaProducer(dsettings.kafka)
     try:
-        await FarMover(dsettings, store, producer).move(due - timedelta(days=1))
+        await FarMover(dsettings, CassandraTables(store), producer).move(due - timedelta(days=1))
     finally:
         await producer.close()
     assert not await store.execute(

@@ -20,14 +20,12 @@ from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.memory import MemoryStore
-from tickwheel.store.ports import DispatcherStore, SweeperStore, WorkerStore
+from tickwheel.store.ports import DispatcherStore, FarStore, HistoryStore, SweeperStore, WorkerStore
 from tickwheel.store.records import AttemptResult, DeadLetter, DueState, Found, NewRun, RunKind, RunStatus
 from tickwheel.store.tables import CassandraTables
 
-pytestmark = pytest.mark.integration
 
-
-class Both(DispatcherStore, WorkerStore, SweeperStore, Protocol):
+class Both(DispatcherStore, WorkerStore, SweeperStore, HistoryStore, FarStore, Protocol):
     """The ports a contract test may call."""
 
 
@@ -251,3 +249,30 @@ async def test_a_dead_letter_stamps_its_run(ports: Both) -> None:
     await ports.add_dead_letter(letter, 3600)
     stored = await ports.get_run(run.run_id)
     assert stored is not None and stored.dead_at == dead_at
+
+
+async def test_a_far_run_waits_in_its_day_until_moved_and_a_cancelled_one_is_dropped(ports: Both) -> None:
+    now = datetime.now(UTC)
+    made, run = job(whole_ms(now + timedelta(days=9)))
+    await ports.create_job(made, run, now)
+    day = run.fire_at.replace(hour=0, minute=0, second=0, microsecond=0)
+    assert run.run_id in [r.run_id for r in await ports.read_far_day(day, run.shard)]
+    assert await due_keys(ports, run) == set()  # not in a minute bucket yet
+    mover_now = run.fire_at - timedelta(days=2)
+    assert await ports.move_far_run(run, mover_now)
+    assert await due_keys(ports, run) == {(0, "run", epoch_ms(run.fire_at))}
+    cancelled = await a_run(ports, whole_ms(now + timedelta(days=9)))
+    assert await ports.cancel(cancelled, now)
+    assert not await ports.move_far_run(cancelled, mover_now)
+    await ports.delete_far_day(day, run.shard)
+    assert await ports.read_far_day(day, run.shard) == []
+
+
+async def test_the_previous_status_of_a_job_is_its_latest_earlier_run(ports: Both) -> None:
+    made, first = job(soon(-120))
+    now = datetime.now(UTC)
+    await ports.create_job(made, first, now)
+    assert await ports.previous_status(made.job_id, first.scheduled_at) is None
+    await ports.claim(first, 0, "w", now + timedelta(seconds=30), now)
+    await ports.finish(first, 1, AttemptResult(RunStatus.DEAD, error="HTTP 500"), "w", now, now)
+    assert await ports.previous_status(made.job_id, first.scheduled_at + timedelta(minutes=1)) == "DEAD"
