@@ -26,8 +26,8 @@ from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, SessionState, ZooKeeper
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
-from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import CoordinatorStore
 from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class Coordinator:
         zk: ZooKeeper,
         sweeper: Sweeper,
         mover: FarMover,
-        store: CassandraStore,
+        store: CoordinatorStore,
         *,
         name: str,
         clock: Callable[[], float] = time.time,
@@ -182,7 +182,7 @@ class Coordinator:
             previous, version = None, -1
         # Without a published assignment (first start, or ZooKeeper's state lost) the epoch must still exceed
         # every epoch the checkpoints were fenced with.
-        floor = await checkpoints.highest_epoch(self.store) if previous is None else 0
+        floor = await self.store.highest_epoch() if previous is None else 0
         new = next_assignment(previous, members, self.settings.shards, floor_epoch=floor)
         current = new or previous
         self.assignment = current
@@ -271,7 +271,7 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
     await zk.start()
     tables = CassandraTables(store)
     sweeper, mover = Sweeper(settings, tables, producer), FarMover(settings, tables, producer)
-    coordinator = Coordinator(settings, zk, sweeper, mover, store, name=name)
+    coordinator = Coordinator(settings, zk, sweeper, mover, tables, name=name)
     health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
     await health.start()
     await coordinator.start()

@@ -280,6 +280,17 @@ class MemoryStore:
         candidates = [rows[key].entry.run_id for key in earlier if rows[key].entry.status not in FINAL]
         return sum(1 for run_id in candidates if run_id in self.runs and self.runs[run_id].status not in FINAL)
 
+    # -- CoordinatorStore -----------------------------------------------------------------------------------------
+    async def highest_epoch(self) -> int:
+        """The highest epoch of any checkpoint (0 without any)."""
+        return max((c.owner_epoch for c in self.checkpoints.values()), default=0)
+
+    async def due_per_minute(self, start: datetime, minutes: int, shards: int) -> list[int]:
+        """Due rows of shards 0 .. shards - 1 in each minute from `start`'s minute on."""
+        first = epoch_ms(start.replace(second=0, microsecond=0))
+        aheads = [(key[0] - first) // 60_000 for shard in range(shards) for key in self.due_rows.get(shard, {})]
+        return [aheads.count(ahead) for ahead in range(minutes)]
+
     # -- HistoryStore, FarStore ---------------------------------------------------------------------------------
     async def previous_status(self, job_id: uuid.UUID, before: datetime) -> str | None:
         """The status of the job's latest run scheduled before `before`."""

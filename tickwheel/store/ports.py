@@ -170,6 +170,18 @@ class FarStore(Protocol):
         ...
 
 
+class CoordinatorStore(Protocol):
+    """What the active coordinator reads besides its sweeper and mover."""
+
+    async def highest_epoch(self) -> int:
+        """The highest owner epoch any checkpoint holds (0 without any): a new assignment must exceed it."""
+        ...
+
+    async def due_per_minute(self, start: datetime, minutes: int, shards: int) -> list[int]:
+        """Due rows in each minute from `start`'s minute on, over shards 0 .. shards - 1 (the forecast)."""
+        ...
+
+
 class ChainStore(RunStore, JobStore, Protocol):
     """What chaining a recurring job at fire time reads and writes."""
 

@@ -103,6 +103,15 @@ class CassandraTables:
         """`run_history.earlier_in_flight`."""
         return await run_history.earlier_in_flight(self.cql, job_id, before)
 
+    # -- CoordinatorStore -----------------------------------------------------------------------------------------
+    async def highest_epoch(self) -> int:
+        """`checkpoints.highest_epoch`."""
+        return await checkpoints.highest_epoch(self.cql)
+
+    async def due_per_minute(self, start: datetime, minutes: int, shards: int) -> list[int]:
+        """`operator.due_per_minute`."""
+        return await operator.due_per_minute(self.cql, start, minutes, shards)
+
     # -- HistoryStore, FarStore ---------------------------------------------------------------------------------
     async def previous_status(self, job_id: uuid.UUID, before: datetime) -> str | None:
         """`run_history.previous_status`."""

@@ -114,5 +114,5 @@ async def test_the_forecast_counts_the_runs_due_in_each_coming_minute(
         for i in range(count):
             await create_run(store, new_run(uuid.uuid4(), base + timedelta(minutes=minute, seconds=i)), base)
     s = dataclasses.replace(dsettings, shards=SHARDS)
-    assert await forecast(store, base + timedelta(seconds=30), 4, s.shards) == [3, 0, 5, 0]
+    assert await forecast(CassandraTables(store), base + timedelta(seconds=30), 4, s.shards) == [3, 0, 5, 0]
     assert metrics.forecast_due.labels(minutes_ahead="2")._value.get() == 5

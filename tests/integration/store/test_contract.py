@@ -20,12 +20,12 @@ from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.memory import MemoryStore
-from tickwheel.store.ports import DispatcherStore, FarStore, HistoryStore, SweeperStore, WorkerStore
+from tickwheel.store.ports import CoordinatorStore, DispatcherStore, FarStore, HistoryStore, SweeperStore, WorkerStore
 from tickwheel.store.records import AttemptResult, DeadLetter, DueState, Found, NewRun, RunKind, RunStatus
 from tickwheel.store.tables import CassandraTables
 
 
-class Both(DispatcherStore, WorkerStore, SweeperStore, HistoryStore, FarStore, Protocol):
+class Both(DispatcherStore, WorkerStore, SweeperStore, HistoryStore, FarStore, CoordinatorStore, Protocol):
     """The ports a contract test may call."""
 
 
@@ -276,3 +276,21 @@ async def test_the_previous_status_of_a_job_is_its_latest_earlier_run(ports: Bot
     await ports.claim(first, 0, "w", now + timedelta(seconds=30), now)
     await ports.finish(first, 1, AttemptResult(RunStatus.DEAD, error="HTTP 500"), "w", now, now)
     assert await ports.previous_status(made.job_id, first.scheduled_at + timedelta(minutes=1)) == "DEAD"
+
+
+async def test_what_the_coordinator_reads_the_highest_epoch_and_the_rows_due_per_minute(ports: Both) -> None:
+    shard = random.randrange(100_000, 2**31 - 1)
+    epoch = await ports.highest_epoch() + 1
+    now = datetime.now(UTC)
+    await ports.advance_checkpoints({shard: now}, epoch, "a", now)
+    try:
+        assert await ports.highest_epoch() == epoch
+    finally:
+        if isinstance(ports, CassandraTables):  # later tests of this run must not inherit a higher floor
+            await ports.cql.execute("DELETE FROM shard_checkpoints WHERE shard = ?", [shard])
+    at = datetime(2030, 1, 1, tzinfo=UTC) + timedelta(minutes=random.randrange(500_000))
+    _, run = job(at)
+    await ports.write_due_row(run, at + timedelta(seconds=10), 0, RunKind.RUN)
+    await ports.write_due_row(run, at + timedelta(seconds=70), 1, RunKind.RUN)
+    await ports.write_due_row(run, at + timedelta(seconds=71), 1, RunKind.LEASE_CHECK)
+    assert await ports.due_per_minute(at, 3, 1024) == [1, 2, 0]
