@@ -22,13 +22,10 @@ from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.reconcile import Finding, Verdict, promised, reconcile
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
-from tickwheel.store.audit import version_started_at
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import is_recurring
-from tickwheel.store.jobs import Job, JobState, run_of, scan_page
-from tickwheel.store.run_history import scheduled_between
-from tickwheel.store.runs import create_run
+from tickwheel.store.jobs import Job, JobState, run_of
+from tickwheel.store.ports import ReconcilerStore
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +38,7 @@ class Reconciler:
     """One pass over the jobs table compares, repairs and counts; `on_missed` hears of each unrepaired miss."""
 
     def __init__(
-        self, settings: Settings, store: CassandraStore, near: NearAnnouncer, on_missed: OnMissed | None = None
+        self, settings: Settings, store: ReconcilerStore, near: NearAnnouncer, on_missed: OnMissed | None = None
     ):
         self.settings = settings
         self.store = store
@@ -59,9 +56,8 @@ class Reconciler:
         self._reported = {key: until for key, until in self._reported.items() if until > now}
         cursor: str | None = None
         while True:
-            jobs, cursor = await scan_page(
-                self.store, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
-            )
+            page_size = self.settings.coordinator.sweep_page_size
+            jobs, cursor = await self.store.scan_jobs(page_size=page_size, cursor=cursor)
             for job in jobs:
                 if job.state is not JobState.ACTIVE:
                     continue
@@ -73,7 +69,7 @@ class Reconciler:
     async def window(self, job: Job, now: datetime) -> tuple[datetime, datetime]:
         """(after, until] of the occurrences this job is held to now: never its next run or later (those are
         not due yet, or the sweeper's)."""
-        started = await version_started_at(self.store, job.job_id, job.version)
+        started = await self.store.version_started_at(job.job_id, job.version)
         after = now - self.lookback if started is None else max(started, now - self.lookback)
         until = now - self.grace
         if job.next_run_at is not None:
@@ -90,7 +86,7 @@ class Reconciler:
         promises = promised(schedule_of(job.definition), after, until)
         if not promises:
             return []
-        recorded = await scheduled_between(self.store, job.job_id, after, until)
+        recorded = await self.store.scheduled_between(job.job_id, after, until)
         rule = catch_up_of(job.definition)
         findings = reconcile(promises, recorded, now, rule.policy, rule.max_count, rule.max_age_s)
         fresh = [f for f in findings if (job.job_id, f.at) not in self._reported]
@@ -103,7 +99,7 @@ class Reconciler:
         metrics.reconciler_findings.labels(finding.verdict.value).inc()
         if finding.verdict is Verdict.REPAIRED:
             run = run_of(job, finding.at, fire_at=now)
-            await create_run(self.store, run, now)
+            await self.store.create_run(run, now)
             await self.near.announce_if_near(due_run_for(run), now)
             log.warning(
                 "reconciler wrote the missing run of %s due %s", job.job_id, finding.at.isoformat(), extra=extra

@@ -72,6 +72,7 @@ class MemoryStore:
     checkpoints: dict[int, Checkpoint] = field(default_factory=dict)
     tenants: dict[str, Tenant] = field(default_factory=dict)
     dead_letters: dict[tuple[str, uuid.UUID], DeadLetter] = field(default_factory=dict)
+    versions_started: dict[tuple[uuid.UUID, int], datetime] = field(default_factory=dict)
     sweeps: int = 0
     repairs: dict[str, int] = field(default_factory=dict)
 
@@ -279,6 +280,15 @@ class MemoryStore:
         earlier = sorted((key for key in rows if key[0] < before), reverse=True)[:EARLIER_RUNS_READ]
         candidates = [rows[key].entry.run_id for key in earlier if rows[key].entry.status not in FINAL]
         return sum(1 for run_id in candidates if run_id in self.runs and self.runs[run_id].status not in FINAL)
+
+    # -- ReconcilerStore ------------------------------------------------------------------------------------------
+    async def version_started_at(self, job_id: uuid.UUID, version: int) -> datetime | None:
+        """When the job reached `version`: set by a test in `versions_started` (the twin keeps no audit log)."""
+        return self.versions_started.get((job_id, version))
+
+    async def scheduled_between(self, job_id: uuid.UUID, after: datetime, until: datetime) -> list[datetime]:
+        """The job's occurrences with a run in (after, until], newest first."""
+        return sorted((key[0] for key in self.history.get(job_id, {}) if after < key[0] <= until), reverse=True)
 
     # -- CoordinatorStore -----------------------------------------------------------------------------------------
     async def highest_epoch(self) -> int:

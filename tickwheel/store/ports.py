@@ -186,12 +186,28 @@ class ChainStore(RunStore, JobStore, Protocol):
     """What chaining a recurring job at fire time reads and writes."""
 
 
-class SweeperStore(ChainStore, Protocol):
-    """What the coordinator's sweeper reads and repairs."""
+class JobScanStore(Protocol):
+    """The whole jobs table, page by page (the coordinator's passes)."""
 
     async def scan_jobs(self, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:
         """One page of every job (any tenant, any state) and the cursor of the next (None: the last)."""
         ...
+
+
+class ReconcilerStore(RunStore, JobScanStore, Protocol):
+    """What the reconciler compares and repairs."""
+
+    async def version_started_at(self, job_id: uuid.UUID, version: int) -> datetime | None:
+        """When the job reached `version`, if the audit log still holds it."""
+        ...
+
+    async def scheduled_between(self, job_id: uuid.UUID, after: datetime, until: datetime) -> list[datetime]:
+        """The occurrences the job has a run for in (after, until], newest first."""
+        ...
+
+
+class SweeperStore(ChainStore, JobScanStore, Protocol):
+    """What the coordinator's sweeper reads and repairs."""
 
     async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
         """The job's newest `limit` history entries scheduled at or before `before`, newest first."""

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from schemas.messages import DueRun
-from tickwheel.store import buckets, checkpoints, dead_letters, far, jobs, operator, run_history, runs, tenants
+from tickwheel.store import audit, buckets, checkpoints, dead_letters, far, jobs, operator, run_history, runs, tenants
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import (
     Attempt,
@@ -102,6 +102,15 @@ class CassandraTables:
     async def earlier_in_flight(self, job_id: uuid.UUID, before: datetime) -> int:
         """`run_history.earlier_in_flight`."""
         return await run_history.earlier_in_flight(self.cql, job_id, before)
+
+    # -- ReconcilerStore ------------------------------------------------------------------------------------------
+    async def version_started_at(self, job_id: uuid.UUID, version: int) -> datetime | None:
+        """`audit.version_started_at`."""
+        return await audit.version_started_at(self.cql, job_id, version)
+
+    async def scheduled_between(self, job_id: uuid.UUID, after: datetime, until: datetime) -> list[datetime]:
+        """`run_history.scheduled_between`."""
+        return await run_history.scheduled_between(self.cql, job_id, after, until)
 
     # -- CoordinatorStore -----------------------------------------------------------------------------------------
     async def highest_epoch(self) -> int:

@@ -19,6 +19,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import audit, jobs, runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import Job, JobState
+from tickwheel.store.tables import CassandraTables
 
 MINUTE = timedelta(minutes=1)
 
@@ -61,7 +62,7 @@ async def test_missing_fires_are_repaired_within_catch_up_and_the_rest_reported_
     async def on_missed(_: Job, finding: Finding) -> None:
         missed.append(finding)
 
-    reconciler = Reconciler(dsettings, store, NearAnnouncer(dsettings, producer), on_missed)
+    reconciler = Reconciler(dsettings, CassandraTables(store), NearAnnouncer(dsettings, producer), on_missed)
     before = metrics.reconciler_findings.labels("repaired")._value.get()
     findings = await reconciler.check(job, now)
     assert sorted((f.at, f.verdict) for f in findings) == sorted(
@@ -82,7 +83,7 @@ async def test_nothing_before_the_current_version_or_after_the_next_run_is_held_
 ) -> None:
     now = datetime.now(UTC)
     job = await every_minute_job(store, dsettings, now, "none")
-    reconciler = Reconciler(dsettings, store, NearAnnouncer(dsettings, producer))
+    reconciler = Reconciler(dsettings, CassandraTables(store), NearAnnouncer(dsettings, producer))
     after, until = await reconciler.window(job, now)
     assert abs((after - (now - timedelta(minutes=30))).total_seconds()) < 0.01
     assert job.next_run_at is not None and until < job.next_run_at

@@ -20,12 +20,22 @@ from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.memory import MemoryStore
-from tickwheel.store.ports import CoordinatorStore, DispatcherStore, FarStore, HistoryStore, SweeperStore, WorkerStore
+from tickwheel.store.ports import (
+    CoordinatorStore,
+    DispatcherStore,
+    FarStore,
+    HistoryStore,
+    ReconcilerStore,
+    SweeperStore,
+    WorkerStore,
+)
 from tickwheel.store.records import AttemptResult, DeadLetter, DueState, Found, NewRun, RunKind, RunStatus
 from tickwheel.store.tables import CassandraTables
 
 
-class Both(DispatcherStore, WorkerStore, SweeperStore, HistoryStore, FarStore, CoordinatorStore, Protocol):
+class Both(
+    DispatcherStore, WorkerStore, SweeperStore, ReconcilerStore, HistoryStore, FarStore, CoordinatorStore, Protocol
+):
     """The ports a contract test may call."""
 
 
@@ -294,3 +304,16 @@ async def test_what_the_coordinator_reads_the_highest_epoch_and_the_rows_due_per
     await ports.write_due_row(run, at + timedelta(seconds=70), 1, RunKind.RUN)
     await ports.write_due_row(run, at + timedelta(seconds=71), 1, RunKind.LEASE_CHECK)
     assert await ports.due_per_minute(at, 3, 1024) == [1, 2, 0]
+
+
+async def test_what_the_reconciler_reads_the_occurrences_recorded_in_a_window(ports: Both) -> None:
+    made, first = job(soon(-600))
+    now = datetime.now(UTC)
+    await ports.create_job(made, first, now)
+    second_at = first.scheduled_at + timedelta(minutes=1)
+    second = dataclasses.replace(first, run_id=run_id_for(made.job_id, second_at), scheduled_at=second_at)
+    await ports.create_run(dataclasses.replace(second, fire_at=second_at), now)
+    window = (first.scheduled_at - timedelta(seconds=1), second_at)
+    assert await ports.scheduled_between(made.job_id, *window) == [second_at, first.scheduled_at]
+    assert await ports.scheduled_between(made.job_id, first.scheduled_at, second_at) == [second_at]
+    assert await ports.version_started_at(made.job_id, 1) is None  # no change recorded in the audit log
