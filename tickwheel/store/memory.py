@@ -77,15 +77,17 @@ class MemoryStore:
     repairs: dict[str, int] = field(default_factory=dict)
 
     # -- rows written before a condition ------------------------------------------------------------------------
-    def _due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: str) -> None:
-        due = due_run_for(run, attempt=attempt, kind="lease_check" if kind == "lease_check" else "run", fire_at=fire_at)
-        self.due_rows.setdefault(run.shard, {})[(due.fire_at_ms, run.run_id, attempt, kind)] = due
+    def _due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
+        due = due_run_for(
+            run, attempt=attempt, kind="lease_check" if kind is RunKind.LEASE_CHECK else "run", fire_at=fire_at
+        )
+        self.due_rows.setdefault(run.shard, {})[(due.fire_at_ms, run.run_id, attempt, kind.value)] = due
 
     def _first_row(self, run: NewRun, now: datetime) -> None:
         if is_far(run.fire_at, now):
             self.far_rows[run.run_id] = run
         else:
-            self._due_row(run, run.fire_at, 0, "run")
+            self._due_row(run, run.fire_at, 0, RunKind.RUN)
 
     def _history(self, run: NewRun, status: RunStatus, attempt: int, now: datetime, written_us: int) -> None:
         rows = self.history.setdefault(run.job_id, {})
@@ -148,7 +150,7 @@ class MemoryStore:
         """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version`; the
         lease check row and the RUNNING history row are written first, whatever the claim finds."""
         attempt = expected_attempt + 1
-        self._due_row(run, lease_until, attempt, "lease_check")
+        self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         self._history(
             run, RunStatus.RUNNING, attempt, now, min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * attempt
         )
@@ -172,7 +174,7 @@ class MemoryStore:
     ) -> bool:
         """The outcome of `attempt` if it still holds the run, or if this very outcome is already recorded."""
         if result.status is RunStatus.RETRY and result.retry_at is not None:
-            self._due_row(run, result.retry_at, attempt, "run")
+            self._due_row(run, result.retry_at, attempt, RunKind.RUN)
         current = self.runs.get(run.run_id)
         holds = current is not None and current.status is RunStatus.RUNNING and current.attempt == attempt
         if current is None or (not holds and (current.status, current.attempt) != (result.status, attempt)):
@@ -196,7 +198,7 @@ class MemoryStore:
         """RETRY at `retry_at` (DEAD when None) if `attempt` still runs and its lease has passed."""
         status = RunStatus.RETRY if retry_at is not None else RunStatus.DEAD
         if retry_at is not None:
-            self._due_row(run, retry_at, attempt, "run")
+            self._due_row(run, retry_at, attempt, RunKind.RUN)
         current = self.runs.get(run.run_id)
         if (
             current is None
@@ -226,7 +228,7 @@ class MemoryStore:
 
     async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
         """A due row at `until` with the same attempt, and the deferral in the attempts."""
-        self._due_row(run, until, attempt, "run")
+        self._due_row(run, until, attempt, RunKind.RUN)
         self._attempt(run.run_id, attempt, "deferred", finished_at=_stored(now), outcome="DEFERRED", error=reason)
 
     async def cancel(self, run: NewRun, now: datetime) -> bool:
@@ -351,7 +353,7 @@ class MemoryStore:
 
     async def write_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
         """A due row firing (run, attempt, kind) at `fire_at`."""
-        self._due_row(run, fire_at, attempt, kind.value)
+        self._due_row(run, fire_at, attempt, kind)
 
     async def add_sweep(self, repairs: Mapping[str, int]) -> None:
         """Count a sweep and its repairs."""
