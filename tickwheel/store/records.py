@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas.messages import JobDefinition, decode_definition
+from tickwheel.core.instants import EPOCH
 from tickwheel.core.targets import default_topic_prefix
 from tickwheel.store.times import aware, read_at
 
@@ -292,7 +293,10 @@ class KeyedJob:
 
 
 def job_of(row: Row) -> Job:
-    """The record of a `jobs` row (SELECT *)."""
+    """The record of a `jobs` row (SELECT *). A row written without `updated_at` (never changed since, by a
+    writer older than this shape or a test's own insert) counts as updated when it was made (one with neither
+    timestamp, at the epoch): a sweep over the table must not stop at it."""
+    created_at = aware(row["created_at"]) or aware(row["updated_at"]) or EPOCH
     return Job(
         job_id=row["job_id"],
         tenant_id=row["tenant_id"],
@@ -306,8 +310,8 @@ def job_of(row: Row) -> Job:
         fired_count=row["fired_count"] or 0,
         last_run_id=row["last_run_id"],
         last_run_status=row["last_run_status"],
-        created_at=read_at(row["created_at"]),
-        updated_at=read_at(row["updated_at"]),
+        created_at=created_at,
+        updated_at=aware(row["updated_at"]) or created_at,
     )
 
 
