@@ -12,7 +12,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
-from . import backfill, console, dead_letters, history, jobs, meta, named, operator, runs, schedules, upcoming
+from . import backfill, batch, console, dead_letters, history, jobs, meta, named, operator, runs, schedules, upcoming
 from .auth import authenticate
 from .context import API, Api, utc_now
 from .problems import problems
@@ -24,6 +24,7 @@ ROUTE_TABLES = (
     named.routes,
     schedules.routes,
     backfill.routes,
+    batch.routes,
     jobs.routes,
     runs.routes,
     dead_letters.routes,

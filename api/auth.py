@@ -61,7 +61,7 @@ def revoked_mark(redis: RedisClient, key_id: str) -> str:
 
 async def revoke_everywhere(redis: RedisClient, key_ids: list[str]) -> None:
     """Tell every API process that these keys are revoked (their caches are checked against the mark)."""
-    async with redis.redis.pipeline(transaction=False) as pipe:
+    async with redis.pipeline() as pipe:
         for key_id in key_ids:
             pipe.set(revoked_mark(redis, key_id), 1, ex=REVOKED_MARK_TTL_S)
         await pipe.execute()
@@ -110,7 +110,7 @@ def _failure_keys(api: Api, key: str, client: str) -> tuple[str, str]:
 
 
 async def _refuse_if_throttled(api: Api, key: str, client: str) -> None:
-    counts = await redis_call(lambda: api.redis.redis.mget(_failure_keys(api, key, client)))
+    counts = await redis_call(lambda: api.redis.get_many(_failure_keys(api, key, client)))
     limit = api.settings.api.auth_failures_per_min
     if any(int(count or 0) >= limit for count in counts):
         wait_s = FAILURE_WINDOW_S - api.clock().timestamp() % FAILURE_WINDOW_S
@@ -122,7 +122,7 @@ async def _refuse_if_throttled(api: Api, key: str, client: str) -> None:
 
 async def _count_failure(api: Api, key: str, client: str) -> None:
     async def count() -> object:
-        async with api.redis.redis.pipeline(transaction=False) as pipe:
+        async with api.redis.pipeline() as pipe:
             for name in _failure_keys(api, key, client):
                 pipe.incr(name)
                 pipe.expire(name, FAILURE_WINDOW_S * 2)

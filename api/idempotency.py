@@ -44,6 +44,17 @@ def keyed_create(request: web.Request, body: bytes) -> KeyedCreate | None:
     return KeyedCreate(job_id, _digest(request, body))
 
 
+def keyed_batch_item(request: web.Request, body: bytes, index: int) -> KeyedCreate | None:
+    """What `keyed_create` is for item `index` of a batch create: the batch's key and the item's place name the
+    job, and the hash is the whole batch's, so the key stays bound to that exact batch (another batch under the
+    same key is refused item by item, as a single create's would be)."""
+    key = _key(request)
+    if key is None:
+        return None
+    job_id = uuid.uuid5(KEYED_JOBS, f"{tenant_of(request).tenant_id}\n{key}\nbatch item {index}")
+    return KeyedCreate(job_id, _digest(request, body))
+
+
 def check_replay(keyed: KeyedCreate, stored_hash: str | None) -> None:
     """422 when the key was used with another request."""
     if stored_hash != keyed.request_hash:

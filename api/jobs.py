@@ -135,12 +135,13 @@ async def create(
         run.scheduled_at, run.run_id, 0, None, None, now, now,
     )  # fmt: skip
     await quotas.take_job_slot(api, tenant)
+    audit_row = [audit.creation_row(request, job)]
     try:
         existing = None
         if keyed is None:
-            await job_store.create_job(api.store, job, run, now)
+            await job_store.create_job(api.store, job, run, now, also=audit_row)
         else:
-            existing = await job_store.create_keyed_job(api.store, job, run, now, keyed.request_hash)
+            existing = await job_store.create_keyed_job(api.store, job, run, now, keyed.request_hash, also=audit_row)
     except BaseException:
         await quotas.give_back_job_slot(api, tenant)
         raise
@@ -148,8 +149,8 @@ async def create(
         await quotas.give_back_job_slot(api, tenant)
         return await _replayed_job(api, keyed, existing, now), True
     metrics.jobs_created.labels(definition.schedule.type).inc()
+    audit.created()
     await api.near.announce_if_near(due_run_for(run), now)
-    await audit.record(request, "create", None, job)
     log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return job, False
 

@@ -10,7 +10,8 @@ from aiohttp import web
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store import audit, jobs, runs, tenants
+from tickwheel.store.cassandra import CassandraStore, statements_of
 
 from .app import make_app
 
@@ -22,6 +23,7 @@ log = logging.getLogger(__name__)
 async def serve(settings: Settings) -> None:
     """Connect to the servers, listen on settings.api.host:port until cancelled, then close everything."""
     store = await CassandraStore.connect(settings.cassandra)
+    await store.prepare_all(statements_of(audit, jobs, runs, tenants))
     producer = KafkaProducer(settings.kafka)
     redis = RedisClient(settings.redis)
     runner = web.AppRunner(make_app(settings, store, producer, redis), access_log=None)

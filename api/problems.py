@@ -25,12 +25,24 @@ DEFAULT_RETRY_AFTER_S = 1.0
 DEPENDENCIES = ("Cassandra", "Kafka", "Redis", "ZooKeeper")
 
 
-def problem(
-    status: int, title: str, detail: str, *, field: str | None = None, retry_after_s: float | None = None
-) -> web.Response:
+def problem_document(status: int, title: str, detail: str, field: str | None = None) -> dict[str, Any]:
+    """The problem+json object (RFC 9457) itself: the body of an error answer, or of one failed batch item."""
     body: dict[str, Any] = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     if field:
         body["field"] = field
+    return body
+
+
+def error_document(exc: TickwheelError, *, field: str | None = None) -> dict[str, Any]:
+    """The problem object of an error (`field` overrides the error's own: a batch item names its index)."""
+    detail = exc.message if exc.status < 500 else public_detail(exc.message)
+    return problem_document(exc.status, exc.title, detail, field or exc.field)
+
+
+def problem(
+    status: int, title: str, detail: str, *, field: str | None = None, retry_after_s: float | None = None
+) -> web.Response:
+    body = problem_document(status, title, detail, field)
     headers = {}
     if retry_after_s is not None:
         headers["Retry-After"] = str(max(1, math.ceil(retry_after_s)))
@@ -41,8 +53,8 @@ def _from_error(exc: TickwheelError) -> web.Response:
     retry_after = exc.retry_after_s
     if retry_after is None and exc.retriable:
         retry_after = DEFAULT_RETRY_AFTER_S
-    detail = exc.message if exc.status < 500 else public_detail(exc.message)
-    return problem(exc.status, exc.title, detail, field=exc.field, retry_after_s=retry_after)
+    body = error_document(exc)
+    return problem(exc.status, exc.title, body["detail"], field=exc.field, retry_after_s=retry_after)
 
 
 def public_detail(message: str) -> str:

@@ -48,7 +48,7 @@ async def check_rate(
     key = api.redis.key("rate", tenant.tenant_id, str(int(now.timestamp())))
 
     async def count() -> Any:
-        async with api.redis.redis.pipeline(transaction=False) as pipe:
+        async with api.redis.pipeline() as pipe:
             pipe.incrby(key, units)
             pipe.expire(key, 2)
             if revoked_mark is not None:
@@ -91,19 +91,18 @@ async def take_job_slot(api: Api, tenant: Tenant) -> None:
     """Count one more job for the tenant, or 422 when it already has its maximum."""
     limit = tenant.max_jobs or api.settings.api.max_jobs_per_tenant
     key = api.redis.key("jobs", tenant.tenant_id)
-    script = await api.redis.script(TAKE_JOB_SLOT)
-    used = int(await redis_call(lambda: script(keys=[key], args=[limit])))
+    used = int(await redis_call(lambda: api.redis.run_script(TAKE_JOB_SLOT, [key], [limit])))
     if used == -1:
         seed = await count_jobs(api.store, tenant.tenant_id)
-        await redis_call(lambda: api.redis.redis.set(key, seed, nx=True))
-        used = int(await redis_call(lambda: script(keys=[key], args=[limit])))
+        await redis_call(lambda: api.redis.set_if_absent(key, seed))
+        used = int(await redis_call(lambda: api.redis.run_script(TAKE_JOB_SLOT, [key], [limit])))
     if used == -2:
         raise JobQuotaExceeded(f"the tenant already has its maximum of {limit} jobs; delete some first")
 
 
 async def give_back_job_slot(api: Api, tenant: Tenant) -> None:
     key = api.redis.key("jobs", tenant.tenant_id)
-    await redis_call(lambda: api.redis.redis.decr(key))
+    await redis_call(lambda: api.redis.decrement(key))
 
 
 def min_interval_s(api: Api, tenant: Tenant) -> int:

@@ -4,6 +4,9 @@ Starts `tickwheel api` as a separate process on `--port` (on the configured keys
 tenant, posts cron jobs from `--concurrency` connections for `--seconds`, prints count, rate and p50/p99 latency.
 
     .venv/bin/python benchmarks/api_bench.py --seconds 20 --concurrency 32
+    .venv/bin/python benchmarks/api_bench.py --seconds 20 --concurrency 4 --batch 500   # POST /v1/jobs/batch
+
+With `--batch N` each request is a batch of N bodies; the rate counted is jobs created (items answered 201).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from datetime import UTC, datetime
 
 import aiohttp
 
-from tickwheel.settings import Settings
+from tickwheel.dev.platform import local_settings
+from tickwheel.dev.stack import stack_dir
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
 
@@ -29,7 +33,10 @@ BODY = {
 }
 
 
-async def drive(url: str, key: str, seconds: float, concurrency: int) -> tuple[list[float], dict[int, int]]:
+async def drive(
+    url: str, key: str, seconds: float, concurrency: int, batch: int = 0
+) -> tuple[list[float], dict[int, int]]:
+    """Latency per request and the count of each status (per item for batches)."""
     latencies: list[float] = []
     statuses: dict[int, int] = {}
     deadline = time.monotonic() + seconds
@@ -37,10 +44,16 @@ async def drive(url: str, key: str, seconds: float, concurrency: int) -> tuple[l
     async def client(http: aiohttp.ClientSession) -> None:
         while time.monotonic() < deadline:
             started = time.perf_counter()
-            async with http.post(f"{url}/v1/jobs", json=BODY) as answer:
-                await answer.read()
+            if batch:
+                async with http.post(f"{url}/v1/jobs/batch", json={"jobs": [BODY] * batch}) as answer:
+                    items = (await answer.json())["items"] if answer.status == 200 else []
+                for item in items or [{"status": answer.status}]:
+                    statuses[item["status"]] = statuses.get(item["status"], 0) + 1
+            else:
+                async with http.post(f"{url}/v1/jobs", json=BODY) as answer:
+                    await answer.read()
+                statuses[answer.status] = statuses.get(answer.status, 0) + 1
             latencies.append(time.perf_counter() - started)
-            statuses[answer.status] = statuses.get(answer.status, 0) + 1
 
     headers = {"Authorization": f"Bearer {key}"}
     connector = aiohttp.TCPConnector(limit=concurrency)
@@ -51,7 +64,8 @@ async def drive(url: str, key: str, seconds: float, concurrency: int) -> tuple[l
 
 async def start_api(port: int) -> asyncio.subprocess.Process:
     """`tickwheel api` as its own process (the one being measured), with no request-rate quota."""
-    env = {**os.environ, "TICKWHEEL_API_PORT": str(port), "TICKWHEEL_API_REQUESTS_PER_S": "1000000"}
+    env = {**os.environ, "TICKWHEEL_ENV_FILE": str(stack_dir() / "env")}
+    env |= {"TICKWHEEL_API_PORT": str(port), "TICKWHEEL_API_REQUESTS_PER_S": "1000000"}
     process = await asyncio.create_subprocess_exec(sys.executable, "-m", "tickwheel.cli", "api", env=env)
     async with aiohttp.ClientSession() as http:
         for _ in range(100):
@@ -67,21 +81,23 @@ async def start_api(port: int) -> asyncio.subprocess.Process:
 
 
 async def main(args: argparse.Namespace) -> None:
-    store = await CassandraStore.connect(Settings.from_env().cassandra)
+    store = await CassandraStore.connect(local_settings().cassandra)
     try:
         _, key = await create_tenant(store, f"bench-{time.time_ns()}", datetime.now(UTC))
     finally:
         await store.close()
     api = await start_api(args.port)
     try:
-        latencies, statuses = await drive(f"http://127.0.0.1:{args.port}", key, args.seconds, args.concurrency)
+        url = f"http://127.0.0.1:{args.port}"
+        latencies, statuses = await drive(url, key, args.seconds, args.concurrency, args.batch)
     finally:
         api.terminate()
         await api.wait()
     ordered = sorted(latencies)
     p99 = ordered[int(len(ordered) * 0.99) - 1]
     print(f"statuses {statuses}; {len(latencies)} requests in {args.seconds:.0f} s")
-    print(f"creates/s {statuses.get(201, 0) / args.seconds:.0f}")
+    unit = f" (batches of {args.batch})" if args.batch else ""
+    print(f"creates/s {statuses.get(201, 0) / args.seconds:.0f}{unit}")
     print(f"latency p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
 
 
@@ -90,4 +106,5 @@ if __name__ == "__main__":
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--port", type=int, default=18090)
+    parser.add_argument("--batch", type=int, default=0, help="jobs per POST /v1/jobs/batch (0: single creates)")
     asyncio.run(main(parser.parse_args()))

@@ -32,6 +32,7 @@ from schemas.messages import DueRun, decode_due_run, topic_names
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer
 from tickwheel.commands import run_migrate
 from tickwheel.core.ids import epoch_ms, shard_of
+from tickwheel.dev.platform import local_settings
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.runs import INSERT_BUCKET
@@ -41,7 +42,7 @@ SHARDS = 1024
 
 
 def bench_settings(prefix: str, fire_concurrency: int) -> Settings:
-    base = Settings.from_env()
+    base = local_settings()
     return dataclasses.replace(
         base,
         shards=SHARDS,

@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
-import os
 import signal
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from tickwheel.bus.near import announce
 from tickwheel.commands import platform_topics, run_migrate
 from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.core.ids import run_id_for, shard_of
+from tickwheel.dev.platform import local_settings
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints
 from tickwheel.store.buckets import due_run_for
@@ -44,7 +44,7 @@ TICKWHEEL = str(Path(sys.executable).parent / "tickwheel")
 
 
 def bench_settings(tag: str, shards: int) -> Settings:
-    base = Settings.from_env()
+    base = local_settings()
     return dataclasses.replace(
         base,
         shards=shards,
@@ -55,21 +55,12 @@ def bench_settings(tag: str, shards: int) -> Settings:
 
 
 def process_env(s: Settings, code: str | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    free_ports = dataclasses.replace(
+        s, dispatcher=dataclasses.replace(s.dispatcher, port=0), coordinator=dataclasses.replace(s.coordinator, port=0)
+    )
+    env = free_ports.process_env()
     if code:  # run the processes from another checkout (e.g. `git archive main`) to compare side by side
         env["PYTHONPATH"] = code
-    env.update(
-        TICKWHEEL_CASSANDRA_KEYSPACE=s.cassandra.keyspace,
-        TICKWHEEL_KAFKA_TOPIC_PREFIX=s.kafka.topic_prefix,
-        TICKWHEEL_KAFKA_LANE_PARTITIONS=str(s.kafka.lane_partitions),
-        TICKWHEEL_KAFKA_NEAR_PARTITIONS=str(s.kafka.near_partitions),
-        TICKWHEEL_ZOOKEEPER_CHROOT=s.zookeeper.chroot,
-        TICKWHEEL_ZOOKEEPER_SESSION_TIMEOUT_S=str(s.zookeeper.session_timeout_s),
-        TICKWHEEL_SHARDS=str(s.shards),
-        TICKWHEEL_DISPATCHER_PORT="0",
-        TICKWHEEL_COORDINATOR_PORT="0",
-        TICKWHEEL_ENV_FILE=str(ROOT / ".stack" / "env"),
-    )
     return env
 
 

@@ -28,8 +28,8 @@ from benchmarks.worker_bench import ROOT, start_worker, write_runs
 from schemas.messages import encode, topic_names
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.commands import run_migrate
+from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
 from tickwheel.store.cassandra import CassandraStore
 
 KEYSPACE = "tw_bench_fair"

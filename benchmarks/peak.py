@@ -1,6 +1,6 @@
 """Peak: N bulk runs due at the same instant with a 10-minute delay tolerance, beside a trickle of urgent runs.
 
-Everything goes through the public API to the local sink and is checked by `tickwheel.checker`, reusing the
+Everything goes through the public API to the local sink and is checked by `tickwheel.dev.checker`, reusing the
 peers' harness (`paced_submit`, `wait_delivered`, `to_checker_calls`) and tickwheel's side of it
 (`TickwheelSystem`: tenants, the API session). Setup (creating the N bulk jobs as fast as the API takes them)
 is timed on its own; the bulk instant is set far enough ahead that every create lands before it. Then:
@@ -29,9 +29,9 @@ from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted
 from benchmarks.peers.tickwheel_bench import SubmissionRefused, TickwheelSystem, once_job
 from benchmarks.sustained import Probe, per_run
-from tickwheel.checker import Call, Expected, Report, check
-from tickwheel.settings import Settings
-from tickwheel.sink import Sink
+from tickwheel.dev.checker import Call, Expected, Report, check
+from tickwheel.dev.platform import local_settings
+from tickwheel.dev.sink import Sink
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ def report_of(expected: list[Expected], calls: list[Call], tenants: set[str]) ->
 
 
 async def play(args: argparse.Namespace) -> dict[str, Any]:
-    settings = Settings.from_env()
+    settings = local_settings()
     probe = Probe(settings)
     system = PeakSystem(settings, concurrency=args.concurrency + 8)
     async with Sink() as sink:

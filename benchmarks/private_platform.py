@@ -26,9 +26,9 @@ import sys
 import time
 from pathlib import Path
 
-from tickwheel.platform import PROCESSES, start_process
+from tickwheel.dev.platform import PROCESSES, ready, start_process
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings, read_env_file
-from tickwheel.stack import process
 
 SERVERS = ("cassandra", "kafka", "zookeeper", "redis")
 RAISED_LIMITS = {
@@ -47,7 +47,7 @@ def free_port() -> int:
 
 def start_own_cassandra(stack_dir: Path, servers: Path, paxos_variant: str) -> str:
     """A private single-node Cassandra on free ports; returns its endpoint."""
-    from tickwheel.stack import cassandra
+    from tickwheel.dev.stack import cassandra
 
     native, storage = free_port(), free_port()
     home = stack_dir / "cassandra"
@@ -117,16 +117,50 @@ def up(args: argparse.Namespace) -> int:
     }
     for name, port in ports.items():
         start_process(stack_dir, name, port)
+    for n in range(2, args.workers + 1):
+        start_extra_worker(stack_dir, n)
     return 0
+
+
+def extra_workers(stack_dir: Path) -> dict[str, int]:
+    """The extra worker processes of `--workers N` (`worker-2` ... `worker-N`) and their metrics ports."""
+    found = {}
+    for port_file in sorted(stack_dir.glob("worker-*/port")):
+        found[port_file.parent.name] = int(port_file.read_text())
+    return found
+
+
+def start_extra_worker(stack_dir: Path, n: int) -> None:
+    """One more `tickwheel worker` on the same settings (its own port): the lanes' partitions are shared out
+    among every worker of the consumer group."""
+    name, port = f"worker-{n}", free_port()
+    saved = os.environ.get("TICKWHEEL_WORKER_PORT")
+    os.environ["TICKWHEEL_WORKER_PORT"] = str(port)  # process.spawn passes the environment on
+    try:
+        pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", "worker"])
+    finally:
+        if saved is None:
+            del os.environ["TICKWHEEL_WORKER_PORT"]
+        else:
+            os.environ["TICKWHEEL_WORKER_PORT"] = saved
+    (stack_dir / name / "port").write_text(str(port))
+    deadline = time.monotonic() + 60
+    while not ready(port):
+        if not process.is_running(pid) or time.monotonic() > deadline:
+            raise SystemExit(f"{name} did not become ready: {process.log_path(stack_dir, name)}")
+        time.sleep(0.3)
+    print(f"{name}: ready, pid {pid}, port {port}")
 
 
 def down(args: argparse.Namespace) -> int:
     stack_dir = Path.cwd() / ".stack"
-    names = [*reversed(PROCESSES)]
+    names = [*extra_workers(stack_dir), *reversed(PROCESSES)]
     if args.all and not (stack_dir / "cassandra").is_symlink():
         names.append("cassandra")  # only a private one: the shared servers are linked, never stopped here
     for name in names:
         print(f"{name}: {'stopped' if process.terminate(stack_dir, name) else 'not running'}")
+        if name.startswith("worker-"):
+            (stack_dir / name / "port").unlink(missing_ok=True)  # the next `up` may run fewer workers
     return 0
 
 
@@ -138,6 +172,7 @@ def main() -> int:
     p_up.add_argument("--name", required=True, help="namespace suffix: keyspace tw_bench_<name>, topics, ...")
     p_up.add_argument("--set", action="append", default=[], help="extra KEY=VALUE settings")
     p_up.add_argument("--own-cassandra", choices=("v1", "v2"), help="a private Cassandra with this Paxos variant")
+    p_up.add_argument("--workers", type=int, default=1, help="worker processes (the lanes' partitions are shared)")
     p_up.set_defaults(func=up)
     p_down = sub.add_parser("down")
     p_down.add_argument("--all", action="store_true", help="also stop the private Cassandra")

@@ -2,7 +2,7 @@
 
 A step search over rates on the peers' workload (`benchmarks/peers/harness.py`: once-runs spread evenly over a
 window, each created through `POST /v1/jobs` a few seconds before it is due, delivered to the local sink and
-checked by `tickwheel.checker`). Each step also measures what one run costs: CPU seconds of every platform
+checked by `tickwheel.dev.checker`). Each step also measures what one run costs: CPU seconds of every platform
 process and server (/proc), Cassandra statements per table (`system_views` virtual tables: coordinator and
 local reads and writes, Paxos rows) and Kafka messages per topic (end offsets), before and after the step.
 
@@ -35,12 +35,13 @@ from confluent_kafka import Consumer, TopicPartition
 from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted, Workload
 from benchmarks.peers.tickwheel_bench import SERVERS, TickwheelSystem
+from benchmarks.private_platform import extra_workers
 from schemas.messages import topic_names
-from tickwheel import stack
-from tickwheel.platform import PROCESSES, ports
+from tickwheel.dev import stack
+from tickwheel.dev.platform import PROCESSES, local_settings, ports
+from tickwheel.dev.sink import Sink
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
-from tickwheel.stack import process
 
 log = logging.getLogger(__name__)
 
@@ -79,18 +80,21 @@ class Probe:
         self.keyspace = settings.cassandra.keyspace
 
     def pids(self) -> dict[str, int]:
-        names = [*PROCESSES, *SERVERS]
+        names = [*PROCESSES, *SERVERS, *extra_workers(stack.stack_dir())]
         found = {n: process.read_pid(stack.stack_dir(), n) for n in names}
         return {n: p for n, p in found.items() if p is not None}
 
     def snapshot(self) -> Snapshot:
-        cpu = {name: harness.cpu_seconds([pid]) for name, pid in self.pids().items()}
+        cpu: dict[str, float] = {}
+        for name, pid in self.pids().items():  # extra worker processes (`worker-2`, ...) count as the worker
+            tier = "worker" if name.startswith("worker-") else name
+            cpu[tier] = cpu.get(tier, 0.0) + harness.cpu_seconds([pid])
         return Snapshot(cpu, self._cql_counts() | self._driver_counts(), self._kafka_offsets())
 
     def _driver_counts(self) -> dict[str, int]:
         """CQL requests the platform's processes sent, by kind (`tickwheel_cql_statements_total`, all processes)."""
         counts: dict[str, int] = {}
-        for port in ports(self.settings).values():
+        for port in [*ports(self.settings).values(), *extra_workers(stack.stack_dir()).values()]:
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
                     text = answer.read().decode()
@@ -240,7 +244,7 @@ async def idle(probe: Probe, seconds: float) -> dict[str, Any]:
 
 
 async def search(args: argparse.Namespace) -> list[dict[str, Any]]:
-    settings = Settings.from_env()
+    settings = local_settings()
     probe = Probe(settings)
     system = ProbedSystem(settings, probe, args.concurrency)
     steps = []

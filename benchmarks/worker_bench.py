@@ -29,8 +29,8 @@ from schemas.messages import DueRun, HttpTarget, JobDefinition, RetryDoc, Schedu
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.commands import run_migrate
 from tickwheel.core.ids import epoch_ms, run_id_for, shard_of
+from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.runs import NewRun

@@ -134,7 +134,7 @@ class Coordinator:
             _, stat = await self.zk.call("get", LEADER)
         except NoNodeError:
             return False
-        return bool(stat.ephemeralOwner == self.zk.client.client_id[0])
+        return bool(stat.ephemeralOwner == self.zk.session_id)
 
     def _watch_leader_node(self) -> None:
         if not self._watching_leader:  # one watch for the process' life: kazoo re-arms it after reconnects

@@ -19,7 +19,8 @@ from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
 from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store import buckets, checkpoints, far, jobs, run_history, runs
+from tickwheel.store.cassandra import CassandraStore, statements_of
 from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,11 @@ class Running:
         most `timeout_s`); returns how many shards were not taken. Then `stop`."""
         await self.engine.begin_leaving()
         await self.membership.leave()
+        if await self.membership.successors() == 0:
+            # Nobody could take the shards: waiting out `timeout_s` would only delay the exit (and `tickwheel
+            # down` killed the last dispatcher after 20 s every time). A later starter resumes from checkpoints.
+            log.info("no other dispatcher to hand the shards to: leaving at once")
+            return await self.engine.hand_over(0.0)
         return await self.engine.hand_over(timeout_s)
 
     async def stop(self) -> None:
@@ -72,6 +78,7 @@ async def start(
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     own_store = store is None
     store = store or await CassandraStore.connect(settings.cassandra)
+    await store.prepare_all(statements_of(buckets, checkpoints, far, jobs, run_history, runs))
     producer = KafkaProducer(settings.kafka, linger_ms=1)
     consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
     near = NearFeed(settings, consumer)

@@ -98,6 +98,12 @@ class Membership:
             await self.zk.call("create", f"{LEAVING}/{self.member}", b"", ephemeral=True)
         log.info("member %s is leaving: handing its shards over", self.member)
 
+    async def successors(self) -> int:
+        """How many other dispatchers, not themselves leaving, could take our shards."""
+        members: list[str] = await self.zk.call("get_children", MEMBERS)
+        leaving: list[str] = await self.zk.call("get_children", LEAVING)
+        return len(set(members) - set(leaving) - {self.member})
+
     def _on_state(self, state: SessionState) -> None:
         self.engine.on_session(state)
         if state is SessionState.LOST:

@@ -28,9 +28,9 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks.peers import harness  # noqa: E402
 from benchmarks.peers.tickwheel_bench import create_tenant  # noqa: E402
-from tickwheel.checker import Call, Expected, Report, check  # noqa: E402
-from tickwheel.settings import Settings  # noqa: E402
-from tickwheel.sink import Sink  # noqa: E402
+from tickwheel.dev.checker import Call, Expected, Report, check  # noqa: E402
+from tickwheel.dev.platform import local_settings  # noqa: E402
+from tickwheel.dev.sink import Sink  # noqa: E402
 
 LOCUSTFILES = {"api": "locustfile_api.py", "e2e": "locustfile_e2e.py"}
 MAX_TIME_S = 600
@@ -140,7 +140,7 @@ def print_stats(out_dir: Path) -> None:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    settings = Settings.from_env()
+    settings = local_settings()
     api_url = args.api or f"http://127.0.0.1:{settings.api.port}"
     out_dir = REPO_ROOT / "loadtest" / "results" / f"{args.mode}-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
     out_dir.mkdir(parents=True)

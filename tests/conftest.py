@@ -81,7 +81,7 @@ def _process_log_warnings(item: pytest.Item, lines: int = 20) -> str:
 
 
 def _server_log_tails(lines: int = 15) -> str:
-    from tickwheel.stack import process
+    from tickwheel.dev.stack import process
 
     parts = []
     for name in ("cassandra", "kafka", "zookeeper", "redis"):
@@ -94,7 +94,7 @@ def _server_log_tails(lines: int = 15) -> str:
 @pytest.fixture(scope="session")
 def stack_settings() -> Settings:
     """The local stack (started or reused) or the endpoints given in the environment."""
-    from tickwheel import stack
+    from tickwheel.dev import stack
 
     try:
         stack.up(STACK_DIR, progress=lambda line: None)

@@ -25,14 +25,20 @@ from tickwheel.errors import TickwheelError
 from tickwheel.settings import Settings
 
 COMMAND_MODULES = (
-    "tickwheel.stack",
     "tickwheel.commands",
-    "tickwheel.platform",
     "api.commands",
     "dispatcher.commands",
-    "worker.commands",
     "coordinator.commands",
 )
+# Development-only commands (tickwheel/dev). Listed here so that `--help` shows them; their module is imported only
+# when one of them runs, so a production process started through this CLI never loads the local platform.
+DEV_COMMANDS_MODULE = "tickwheel.dev.commands"
+DEV_COMMANDS = {
+    "stack": "local Cassandra, Kafka, ZooKeeper and Redis",
+    "up": "bring up the whole platform locally (servers, schema, processes)",
+    "down": "stop the platform processes (and with --all, the servers too)",
+    "sink": "run a local HTTP sink that records calls and answers as the URL asks",
+}
 
 
 CLIENT_COMMANDS = {
@@ -45,30 +51,35 @@ CLIENT_OPTIONS = ("--profile", "--api-url")
 COMPLETION_VARIABLE = "_TICKWHEEL_COMPLETE"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    return _parser_and_commands()[0]
+def build_parser(dev: bool = False) -> argparse.ArgumentParser:
+    """The parser of every command; with `dev`, the development commands can run (their module is imported)."""
+    return _parser_and_commands(dev)[0]
 
 
-def _parser_and_commands() -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
+def _parser_and_commands(
+    dev: bool = False,
+) -> tuple[argparse.ArgumentParser, argparse._SubParsersAction[argparse.ArgumentParser]]:
     parser = argparse.ArgumentParser(prog="tickwheel", description="tickwheel: a distributed job scheduler")
     subparsers = parser.add_subparsers(dest="command", required=True)
     for name, help_text in CLIENT_COMMANDS.items():  # listed in --help; main() hands them to the client
         subparsers.add_parser(name, help=help_text, add_help=False)
-    for name in COMMAND_MODULES:
+    if not dev:  # listed in --help; main() builds the parser with them when one is asked for
+        for name, help_text in DEV_COMMANDS.items():
+            subparsers.add_parser(name, help=help_text, add_help=False)
+    for name in (*COMMAND_MODULES, DEV_COMMANDS_MODULE) if dev else COMMAND_MODULES:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
             if exc.name == name:  # a process package that contributes no commands of its own
                 continue
             raise
-        adder = getattr(module, "add_commands", None) or module.add_stack_commands
-        adder(subparsers)
+        module.add_commands(subparsers)
     return parser, subparsers
 
 
-def server_commands() -> dict[str, str]:
+def server_commands(dev: bool = False) -> dict[str, str]:
     """The commands this package runs, with their help (the client's front door lists them)."""
-    _, subparsers = _parser_and_commands()
+    _, subparsers = _parser_and_commands(dev)
     listed = subparsers._choices_actions  # argparse keeps each command's help only there
     return {choice.dest: choice.help or "" for choice in listed if choice.dest not in CLIENT_COMMANDS}
 
@@ -86,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         client_cli = importlib.import_module("tickwheel_client.cli.main")
         return int(client_cli.main(argv))
-    args = build_parser().parse_args(argv)
+    args = build_parser(dev=bool(argv) and argv[0] in DEV_COMMANDS).parse_args(argv)
     try:
         result = args.func(args)
         if asyncio.iscoroutine(result):

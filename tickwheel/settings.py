@@ -2,8 +2,10 @@
 
 Every key is `TICKWHEEL_<SECTION>_<FIELD>` (upper case), except the four server endpoints, which are
 `TICKWHEEL_CASSANDRA`, `TICKWHEEL_KAFKA`, `TICKWHEEL_ZOOKEEPER` and `TICKWHEEL_REDIS`. Values missing from the
-environment are taken from `.stack/env` (written by `tickwheel stack up`), then from the defaults below. An
-unknown `TICKWHEEL_` key is an error: a typo must not silently fall back to a default.
+environment are taken from an env file only when one is named (`TICKWHEEL_ENV_FILE`, or `env_file=`: the local
+platform names `.stack/env`, which `tickwheel stack up` writes), then from the defaults below; a process started
+alone reads only its environment. An unknown `TICKWHEEL_` key is an error: a typo must not silently fall back to a
+default.
 """
 
 from __future__ import annotations
@@ -187,11 +189,30 @@ class Settings:
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, env_file: Path | None = None) -> Settings:
-        """Build the tree from `environ` (default: the process environment) over `env_file` values."""
+        """Build the tree from `environ` (default: the process environment) over the values of `env_file`, or of
+        the file `TICKWHEEL_ENV_FILE` names; with neither, from `environ` alone (never an implicit `.stack/env`)."""
         environ = os.environ if environ is None else environ
-        env_file = env_file or Path(environ.get("TICKWHEEL_ENV_FILE", ".stack/env"))
-        values = {**read_env_file(env_file), **{k: v for k, v in environ.items() if k.startswith(PREFIX)}}
+        named = env_file or (Path(environ["TICKWHEEL_ENV_FILE"]) if environ.get("TICKWHEEL_ENV_FILE") else None)
+        from_file = read_env_file(named) if named else {}
+        values = {**from_file, **{k: v for k, v in environ.items() if k.startswith(PREFIX)}}
         return build(values)
+
+    def to_env(self) -> dict[str, str]:
+        """The `TICKWHEEL_*` variables that build this tree again, the inverse of `from_env`
+        (`build(s.to_env()) == s`): every value that differs from its default."""
+        defaults = Settings()
+        variables = {}
+        for key, (section, name, _kind) in _known_keys().items():
+            value, default = (getattr(getattr(tree, section) if section else tree, name) for tree in (self, defaults))
+            if value != default:
+                variables[key] = _format(key, value)
+        return variables
+
+    def process_env(self, environ: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a child process that must run with exactly these settings: `environ` (default: this
+        process's) without its `TICKWHEEL_*` variables, so no stray key or env file changes them, plus `to_env()`."""
+        environ = os.environ if environ is None else environ
+        return {**{k: v for k, v in environ.items() if not k.startswith(PREFIX)}, **self.to_env()}
 
 
 def read_env_file(path: Path) -> dict[str, str]:
@@ -262,6 +283,18 @@ def _parse(key: str, raw: str, kind: Any) -> Any:
         return raw
     except ValueError as exc:
         raise SettingsError(f"{key}={raw!r} is not a valid {getattr(kind, '__name__', kind)}") from exc
+
+
+def _format(key: str, value: Any) -> str:
+    """A value as `_parse` reads it back; a list item that would not survive the comma-separated form raises."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        items = [str(item) for item in value]
+        if any("," in item or item != item.strip() or not item for item in items):
+            raise SettingsError(f"{key}: {value!r} cannot be written as comma-separated items")
+        return ",".join(items)
+    return str(value)
 
 
 def host_port(endpoint: str, default_port: int) -> tuple[str, int]:

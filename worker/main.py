@@ -25,7 +25,8 @@ from tickwheel.egress import EgressPolicy
 from tickwheel.flow.limits import FlowLimits
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store import buckets, jobs, runs, tenants
+from tickwheel.store.cassandra import CassandraStore, statements_of
 from tickwheel.store.tables import CassandraTables
 from worker.consumer import LaneConsumer
 from worker.notify import Notifier
@@ -57,6 +58,7 @@ class Worker:
         s = self.settings
         store = await CassandraStore.connect(s.cassandra)
         self._closers.append(store.close)
+        await store.prepare_all(statements_of(buckets, jobs, runs, tenants))
         producer = KafkaProducer(s.kafka)
         self._closers.append(producer.close)
         redis = RedisClient(s.redis, prefix=self._redis_prefix)

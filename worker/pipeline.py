@@ -255,9 +255,12 @@ class RunHandler:
     async def finish(self, ctx: RunContext, attempt: int, record: AttemptResult, started: datetime) -> bool:
         """`runs.finish`, tried again while Cassandra does not answer: the call was made, so its outcome must not be
         dropped for a timeout. An LWT that timed out may still have applied: `runs.finish` recognises its own write."""
+        lease_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # the claim's, from `started`
         for tries in range(1, RECORD_TRIES + 1):
             try:
-                return await self.store.finish(ctx.run, attempt, record, self.worker_id, started, self.clock())
+                return await self.store.finish(
+                    ctx.run, attempt, record, self.worker_id, started, self.clock(), lease_until
+                )
             except TickwheelError as exc:
                 if not exc.retriable or tries == RECORD_TRIES:
                     raise

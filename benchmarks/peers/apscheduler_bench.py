@@ -28,9 +28,9 @@ from apscheduler.schedulers.background import BackgroundScheduler
 
 from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted
-from tickwheel.checker import Expected
-from tickwheel.sink import Sink
-from tickwheel.stack import process
+from tickwheel.dev.checker import Expected
+from tickwheel.dev.sink import Sink
+from tickwheel.dev.stack import process
 
 SCHEDULER = "apscheduler"
 POLL_S = 0.05

@@ -21,9 +21,9 @@ from celery import Celery
 
 from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted
-from tickwheel.checker import Expected
-from tickwheel.sink import Sink
-from tickwheel.stack import process
+from tickwheel.dev.checker import Expected
+from tickwheel.dev.sink import Sink
+from tickwheel.dev.stack import process
 
 BROKER_URL = os.environ.get("TWBENCH_CELERY_BROKER", "redis://127.0.0.1:16379/1")
 KEY_PREFIX = "twbench:celery:"

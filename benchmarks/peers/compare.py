@@ -1,6 +1,6 @@
 """One side-by-side run: the same workload through each system in turn, one JSON file, one Markdown table.
 
-    .venv/bin/python -m benchmarks.peers.compare --runs 2000 --window 60 --systems celery,apscheduler,tickwheel
+    .venv/bin/python -m benchmarks.peers.compare --runs 2000 --window 60 --systems tickwheel,celery,apscheduler,arq
 
 Ratios are each system's figure over the first system's (so the first reads 1.00); on a shared, noisy box only
 ratios from one run are comparable.
@@ -25,7 +25,15 @@ def _factories() -> dict[str, Callable[[argparse.Namespace], System]]:
         "tickwheel": tickwheel_bench.make,
         "celery": lambda args: celery_bench.CelerySystem(args.concurrency),
         "apscheduler": lambda args: apscheduler_bench.APSchedulerSystem(args.concurrency),
+        "arq": _arq,
     }
+
+
+def _arq(args: argparse.Namespace) -> System:
+    """arq pins redis<6, so it lives in a venv of its own (pyproject.toml): imported only when it runs."""
+    from benchmarks.peers import arq_bench
+
+    return arq_bench.ArqSystem(args.max_jobs)
 
 
 def markdown(results: list[BenchResult]) -> str:
@@ -72,6 +80,7 @@ def main() -> int:
     p.add_argument("--systems", default="tickwheel,celery,apscheduler", help="comma-separated, first is the base")
     p.add_argument("--concurrency", type=int, default=32, help="peer worker threads (and tickwheel submissions / 2)")
     p.add_argument("--api", default=None, help="tickwheel API base URL")
+    p.add_argument("--max-jobs", type=int, default=256, help="arq's calls in flight")
     args = p.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     names = [n.strip() for n in args.systems.split(",") if n.strip()]

@@ -3,8 +3,8 @@
 Every system gets the same plan: N once-runs due at instants spread evenly over a window that starts `lead_s`
 after the start, each handed to the system `ahead_s` before it is due (a steady scheduling stream, not a
 pre-loaded backlog). Each run, when it fires, makes the same HTTP POST to the same local sink
-(`tickwheel.sink.Sink`), carrying its run id in `webhook-id`; the path names the tenant. The sink's clock
-stamps arrival; `tickwheel.checker.check` turns arrivals into lost, duplicates and start lag.
+(`tickwheel.dev.sink.Sink`), carrying its run id in `webhook-id`; the path names the tenant. The sink's clock
+stamps arrival; `tickwheel.dev.checker.check` turns arrivals into lost, duplicates and start lag.
 
 A system implements `System`; `run_benchmark` drives it and returns a `BenchResult`.
 """
@@ -27,8 +27,8 @@ from typing import Any, Protocol
 
 import requests
 
-from tickwheel.checker import Call, Expected, Report, check, lag_summary
-from tickwheel.sink import Sink, SinkCall
+from tickwheel.dev.checker import Call, Expected, Report, check, lag_summary
+from tickwheel.dev.sink import Sink, SinkCall
 
 log = logging.getLogger(__name__)
 
@@ -270,7 +270,7 @@ def _all_stats() -> dict[int, tuple[int, int]]:
 
 def spawn_peer(name: str, argv: list[str]) -> int:
     """Start a peer's process (log and pid file under .stack/bench/<name>/); it imports from this repository."""
-    from tickwheel.stack import process
+    from tickwheel.dev.stack import process
 
     paths = [str(REPO_ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
     os.environ["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(paths))
@@ -280,7 +280,7 @@ def spawn_peer(name: str, argv: list[str]) -> int:
 def stop_peer(name: str, pid: int | None) -> None:
     """Stop a peer's process group. `terminate` can see the process as a zombie before it reaps it; one more
     `is_running` reaps it, so no Popen is left to warn at exit."""
-    from tickwheel.stack import process
+    from tickwheel.dev.stack import process
 
     process.terminate(WORK_DIR, name)
     if pid is not None:
@@ -289,8 +289,8 @@ def stop_peer(name: str, pid: int | None) -> None:
 
 def stack_server_pids(*names: str) -> list[int]:
     """Pids of the local stack's servers (`tickwheel stack up`) that are running."""
-    from tickwheel import stack
-    from tickwheel.stack import process
+    from tickwheel.dev import stack
+    from tickwheel.dev.stack import process
 
     pids = (process.read_pid(stack.stack_dir(), name) for name in names)
     return [p for p in pids if p is not None]

@@ -22,12 +22,12 @@ import aiohttp
 
 from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted
-from tickwheel import stack
-from tickwheel.checker import Expected
-from tickwheel.platform import PROCESSES
+from tickwheel.dev import stack
+from tickwheel.dev.checker import Expected
+from tickwheel.dev.platform import PROCESSES, local_settings
+from tickwheel.dev.sink import Sink
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
-from tickwheel.stack import process
 
 SERVERS = ("cassandra", "kafka", "zookeeper", "redis")
 
@@ -133,7 +133,7 @@ def _options(p: argparse.ArgumentParser) -> None:
 
 
 def make(args: argparse.Namespace) -> TickwheelSystem:
-    return TickwheelSystem(Settings.from_env(), args.api, args.concurrency)
+    return TickwheelSystem(local_settings(), args.api, args.concurrency)
 
 
 def main() -> int:

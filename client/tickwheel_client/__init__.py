@@ -25,6 +25,8 @@ from .models import (
     Attempt,
     Backfill,
     BackfilledRun,
+    BatchItem,
+    BatchResult,
     BulkPurge,
     BulkRedrive,
     Calendar,
@@ -70,7 +72,8 @@ from .version import VERSION
 __version__ = VERSION
 
 __all__ = [
-    "ApiError", "AsyncClient", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BulkPurge", "BulkRedrive",
+    "ApiError", "AsyncClient", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BatchItem", "BatchResult",
+    "BulkPurge", "BulkRedrive",
     "Calendar", "CatchUp", "Change", "ChangeAction", "Client", "Config", "ConfigError", "Conflict",
     "ConnectionFailed", "DeadLetter", "DiffOp", "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Exclude",
     "ExcludedFire", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobChange", "JobPatch", "JobSpec",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
@@ -100,6 +100,10 @@ class AsyncClient:
     ) -> m.Job:
         """Create a job from a JobSpec or its fields (schedule=, target=, payload=, ...)."""
         return await self._send(ops.create_job(model_of(m.JobSpec, spec, fields), idempotency_key))
+
+    async def create_jobs(self, specs: Sequence[m.JobSpec], /, *, idempotency_key: str | None = None) -> m.BatchResult:
+        """Create up to 500 jobs in one request; each item has its own status (a whole batch under one key)."""
+        return await self._send(ops.create_jobs(m.JobBatch(jobs=list(specs)), idempotency_key))
 
     def list_jobs(
         self, *, state: m.JobState | str | None = None, label: str | None = None, page_size: int | None = None

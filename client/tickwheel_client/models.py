@@ -307,6 +307,32 @@ class Job(JobSpec, frozen=True, kw_only=True, omit_defaults=False):
         return JobSpec(**{name: getattr(self, name) for name in names})
 
 
+class JobBatch(Request, frozen=True, kw_only=True):
+    """The body of a batch create: 1 to 500 job definitions."""
+
+    jobs: list[JobSpec]
+
+
+class BatchItem(Model, frozen=True, kw_only=True):
+    """One item of a batch create: 201 with its job, or the problem a single create would have answered (its
+    `field` names the item: `jobs[3].schedule`)."""
+
+    index: int
+    status: int
+    replayed: bool = False
+    job: Job | None = None
+    problem: Problem | None = None
+
+
+class BatchResult(Model, frozen=True, kw_only=True):
+    """A batch create's answer: every item in order, and their counts."""
+
+    items: list[BatchItem]
+    created: int
+    replayed: int
+    failed: int
+
+
 class Page(Model, Generic[T], frozen=True, kw_only=True):
     """One page of a list; the last page has no next_cursor."""
 

@@ -60,6 +60,7 @@ OPERATIONS = (
     Operation("GET", "/metrics", "metrics"),
     Operation("GET", "/v1/openapi.json", "openapi"),
     Operation("POST", "/v1/jobs", "create_job", m.JobSpec, m.Job),
+    Operation("POST", "/v1/jobs/batch", "create_jobs", m.JobBatch, m.BatchResult),
     Operation("GET", "/v1/jobs", "list_jobs", None, m.Page[m.Job]),
     Operation("GET", "/v1/jobs/{job_id}", "get_job", None, m.Job),
     Operation("PATCH", "/v1/jobs/{job_id}", "update_job", m.JobPatch, m.Job),
@@ -149,6 +150,10 @@ def openapi() -> Call[dict[str, Any]]:
 
 def create_job(spec: m.JobSpec, key: str | None) -> Call[m.Job]:
     return _mutation("POST", "/v1/jobs", _model(m.Job), body=spec, key=key)
+
+
+def create_jobs(batch: m.JobBatch, key: str | None) -> Call[m.BatchResult]:
+    return _mutation("POST", "/v1/jobs/batch", _model(m.BatchResult), body=batch, key=key)
 
 
 def list_jobs(state: Any, label: str | None, cursor: str | None, limit: int | None) -> Call[m.Page[m.Job]]:

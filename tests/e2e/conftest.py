@@ -3,8 +3,8 @@ test run's keyspace, topic prefix and ZooKeeper chroot, with a local sink as the
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
-import os
 import socket
 import subprocess
 import sys
@@ -16,13 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel.platform import ready
+from tickwheel.dev.platform import ready
+from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink
 
 PROCESSES = ("api", "coordinator", "dispatcher", "worker")
 OPERATOR_KEY = f"op-{uuid.uuid4().hex}"
-STACK_DIR = Path(__file__).resolve().parents[2] / ".stack"
 
 
 def free_port() -> int:
@@ -40,30 +39,22 @@ class Platform:
 
 
 def _env(settings: Settings, ports: dict[str, int]) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
+    """The processes run with this session's settings (its servers, keyspace and topics, not whatever .stack/env
+    says by the time a process starts), in a namespace of their own, on free ports."""
     run = settings.cassandra.keyspace.removeprefix("tw_test_")
-    env.update(
-        TICKWHEEL_ENV_FILE=str((STACK_DIR / "env").resolve()),
-        # the servers this test session uses, not whatever .stack/env says by the time a process starts
-        TICKWHEEL_CASSANDRA=",".join(settings.cassandra.hosts),
-        TICKWHEEL_KAFKA=settings.kafka.bootstrap,
-        TICKWHEEL_ZOOKEEPER=settings.zookeeper.hosts,
-        TICKWHEEL_REDIS=settings.redis.url,
-        TICKWHEEL_CASSANDRA_KEYSPACE=settings.cassandra.keyspace,
-        TICKWHEEL_KAFKA_TOPIC_PREFIX=settings.kafka.topic_prefix,
-        TICKWHEEL_KAFKA_LANE_PARTITIONS=str(settings.kafka.lane_partitions),
-        TICKWHEEL_KAFKA_NEAR_PARTITIONS=str(settings.kafka.near_partitions),
-        TICKWHEEL_ZOOKEEPER_CHROOT=f"/e2e-{run}",
-        TICKWHEEL_REDIS_KEY_PREFIX=f"e2e{run}:",
-        TICKWHEEL_WORKER_EGRESS_ALLOW="127.0.0.1/32",
-        TICKWHEEL_API_MIN_INTERVAL_S="5",
-        TICKWHEEL_API_PORT=str(ports["api"]),
-        TICKWHEEL_COORDINATOR_PORT=str(ports["coordinator"]),
-        TICKWHEEL_DISPATCHER_PORT=str(ports["dispatcher"]),
-        TICKWHEEL_WORKER_PORT=str(ports["worker"]),
-        TICKWHEEL_API_OPERATOR_KEY_SHA256=hashlib.sha256(OPERATOR_KEY.encode()).hexdigest(),
+    operator_key_sha256 = hashlib.sha256(OPERATOR_KEY.encode()).hexdigest()
+    platform_settings = dataclasses.replace(
+        settings,
+        zookeeper=dataclasses.replace(settings.zookeeper, chroot=f"/e2e-{run}"),
+        redis=dataclasses.replace(settings.redis, key_prefix=f"e2e{run}:"),
+        api=dataclasses.replace(
+            settings.api, port=ports["api"], min_interval_s=5, operator_key_sha256=operator_key_sha256
+        ),
+        coordinator=dataclasses.replace(settings.coordinator, port=ports["coordinator"]),
+        dispatcher=dataclasses.replace(settings.dispatcher, port=ports["dispatcher"]),
+        worker=dataclasses.replace(settings.worker, port=ports["worker"], egress_allow=("127.0.0.1/32",)),
     )
-    return env
+    return platform_settings.process_env()
 
 
 @pytest.fixture(scope="session")

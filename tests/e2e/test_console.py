@@ -18,7 +18,7 @@ import pytest
 from playwright.async_api import BrowserContext, ConsoleMessage, Page, async_playwright, expect
 
 from tests.e2e.conftest import Platform
-from tickwheel.sink import Sink
+from tickwheel.dev.sink import Sink
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
 

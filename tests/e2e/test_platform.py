@@ -12,10 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 import aiohttp
 
-from tickwheel.checker import Call, Expected, check
 from tickwheel.core.ids import run_id_for
+from tickwheel.dev.checker import Call, Expected, check
+from tickwheel.dev.sink import Sink, SinkCall
 from tickwheel.settings import Settings
-from tickwheel.sink import Sink, SinkCall
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
 

@@ -14,7 +14,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from tickwheel.sink import Sink
+from tickwheel.dev.sink import Sink
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
 

@@ -28,6 +28,21 @@ async def test_a_row_written_at_quorum_is_read_back(store: CassandraStore, names
     assert store.settings.consistency == "QUORUM"
 
 
+async def test_a_process_prepares_its_statements_at_start_up(settings: Settings) -> None:
+    from tickwheel.store import jobs, runs
+    from tickwheel.store.cassandra import statements_of
+
+    statements = statements_of(jobs, runs)
+    hot = {runs.CLAIM, runs.FINISH, runs.INSERT_CALL_ATTEMPT, jobs.READ_STATE, jobs.INSERT_KEYED_JOB}
+    assert hot <= set(statements)
+    store = await CassandraStore.connect(settings.cassandra)
+    try:
+        assert await store.prepare_all([*statements, "SELECT nothing FROM no_such_table"]) == len(statements)
+        assert set(statements) <= set(store._prepared)
+    finally:
+        await store.close()
+
+
 async def test_paging_returns_every_row_once_through_cursors(store: CassandraStore, namespace: str) -> None:
     for _ in range(7):
         await store.execute(
@@ -63,6 +78,17 @@ async def test_a_message_produced_with_acks_all_is_consumed(settings: Settings, 
     assert [(r.value, r.key, r.offset, r.headers) for r in records] == [(b"hello", b"k", offset, (("run-id", b"r1"),))]
 
 
+async def test_many_messages_sent_at_once_are_each_acknowledged_at_their_own_offset(
+    settings: Settings, namespace: str
+) -> None:
+    topic = f"{namespace}.many"
+    await ensure_topics(settings.kafka, {topic: 1})
+    producer = KafkaProducer(settings.kafka)
+    acks = await asyncio.gather(*(producer.send(topic, b"%d" % i) for i in range(200)))
+    await producer.close()
+    assert sorted(acks) == [(0, offset) for offset in range(200)]  # a fresh topic: every offset once
+
+
 async def test_an_ephemeral_znode_is_gone_after_its_session_closes(settings: Settings, namespace: str) -> None:
     zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
     await zk.start()
@@ -86,6 +112,57 @@ async def test_redis_round_trip_under_a_key_prefix(settings: Settings, namespace
     await client.close()
 
 
+async def test_a_burst_beyond_the_pool_waits_for_connections_instead_of_failing(
+    settings: Settings, namespace: str
+) -> None:
+    redis = RedisClient(settings.redis, prefix=f"{namespace}:")
+    key = redis.key("burst")
+    try:  # a batch create's items and a worker's runs: far more commands at once than pooled connections
+        counts = await asyncio.gather(*(redis.redis.incr(key) for _ in range(400)))
+        scripted = await asyncio.gather(*(redis.run_script("return ARGV[1]", [key], [i]) for i in range(400)))
+    finally:
+        await redis.redis.delete(key)
+        await redis.close()
+    assert sorted(counts) == list(range(1, 401))
+    assert scripted == [str(i).encode() for i in range(400)]
+
+
+async def test_the_redis_adapter_offers_the_commands_the_processes_use(
+    settings: Settings, namespace: str
+) -> None:
+    client = RedisClient(settings.redis, prefix=f"{namespace}:")
+    counter, absent = client.key("counter"), client.key("absent")
+    try:
+        assert await client.set_if_absent(counter, 5)
+        assert not await client.set_if_absent(counter, 9)
+        assert await client.decrement(counter) == 4
+        async with client.pipeline() as pipe:
+            pipe.incrby(counter, 3)
+            pipe.expire(counter, 60)
+            assert await pipe.execute() == [7, True]
+        assert await client.get_many([counter, absent]) == [b"7", None]
+        await client.redis.hset(client.key("hash"), "field", "x")
+        assert await client.hash_field(client.key("hash"), "field") == b"x"
+        assert await client.hash_field(client.key("hash"), "other") is None
+        assert await client.script("return redis.call('INCR', KEYS[1])")(keys=[counter]) == 8
+        assert client.script("return 1") is client.script("return 1")  # registered once per source
+    finally:
+        await client.close()
+
+
+async def test_the_session_id_owns_the_ephemeral_znodes_the_session_creates(settings: Settings, namespace: str) -> None:
+    zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
+    assert zk.session_id is None
+    await zk.start()
+    try:
+        await zk.call("create", "/leader", b"x", ephemeral=True)
+        _, stat = await zk.call("get", "/leader")
+        assert zk.session_id is not None and stat.ephemeralOwner == zk.session_id
+    finally:
+        await zk.stop()
+    assert zk.session_id is None
+
+
 async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settings) -> None:
     from tickwheel.errors import Unavailable
 
@@ -100,7 +177,7 @@ async def test_an_unreachable_cassandra_is_reported_unavailable(settings: Settin
 
 @pytest.mark.restarts_servers
 async def test_a_redis_client_keeps_working_across_a_redis_restart(settings: Settings, namespace: str) -> None:
-    from tickwheel import stack
+    from tickwheel.dev import stack
 
     if "redis" in stack.endpoint_overrides():
         raise AssertionError("this test restarts the stack's own Redis; TICKWHEEL_REDIS points elsewhere")

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tickwheel import stack
+from tickwheel.dev import stack
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings, host_port
-from tickwheel.stack import process
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK_DIR = ROOT / ".stack"

@@ -15,8 +15,8 @@ import pytest
 from benchmarks.peers import compare, harness
 from benchmarks.peers.harness import BenchResult, Planned, Workload
 from loadtest.common import parse_mix
-from tickwheel.checker import Expected
-from tickwheel.sink import SinkCall
+from tickwheel.dev.checker import Expected
+from tickwheel.dev.sink import SinkCall
 
 START = datetime(2026, 3, 1, 12, 0, 0, 123_456, tzinfo=UTC)
 

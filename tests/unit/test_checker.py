@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from tickwheel.checker import Call, Expected, check
+from tickwheel.dev.checker import Call, Expected, check
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -6,7 +6,7 @@ import os
 import stat
 from pathlib import Path
 
-from tickwheel.demo import save_key
+from tickwheel.dev.demo import save_key
 
 
 def test_the_demo_key_is_written_0600_whatever_the_umask_and_over_an_open_file(tmp_path: Path) -> None:

@@ -3,28 +3,22 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from pathlib import Path
 
-import pytest
-
-from tickwheel.platform import console_url, ensure_operator_key
-from tickwheel.settings import Settings, build
+from tickwheel.dev.platform import console_url, ensure_operator_key, process_environment
+from tickwheel.settings import Settings
 
 
-def test_the_operator_key_is_made_once_and_only_its_hash_reaches_the_settings(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # setenv first, so the variable ensure_operator_key sets is removed again when the test ends
-    monkeypatch.setenv("TICKWHEEL_API_OPERATOR_KEY_SHA256", "")
-    monkeypatch.delenv("TICKWHEEL_API_OPERATOR_KEY_SHA256")
+def test_the_operator_key_is_made_once_and_only_its_hash_reaches_the_settings(tmp_path: Path) -> None:
     key_file = ensure_operator_key(tmp_path)
     key = key_file.read_text().strip()
     digest = hashlib.sha256(key.encode()).hexdigest()
-    assert os.environ["TICKWHEEL_API_OPERATOR_KEY_SHA256"] == digest
     assert key_file.stat().st_mode & 0o077 == 0
     assert ensure_operator_key(tmp_path).read_text().strip() == key  # kept, not replaced
-    assert build({"TICKWHEEL_API_OPERATOR_KEY_SHA256": digest}).api.operator_key_sha256 == digest
+    environ = process_environment(tmp_path, {})
+    assert environ["TICKWHEEL_API_OPERATOR_KEY_SHA256"] == digest
+    assert Settings.from_env(environ).api.operator_key_sha256 == digest
+    assert key not in environ.values()
 
 
 def test_the_console_url_is_on_the_api_port() -> None:

@@ -31,6 +31,8 @@ OFFSET_END = -1
 
 @dataclass(frozen=True, slots=True)
 class Record:
+    """One consumed message, copied out of the C client's object so it can cross threads and outlive the poll."""
+
     topic: str
     partition: int
     offset: int
@@ -55,12 +57,29 @@ class KafkaProducer:
         self._producer = Producer({**config, **(extra or {})})
         self._timeout_s = settings.request_timeout_s
         self._closing = threading.Event()
+        # Acknowledgements gathered during one poll, handed to their event loops in one hop each: a hop per
+        # message wrote the loop's wake-up pipe once per run, a large share of a busy producer's CPU.
+        self._settled: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[tuple[int, int]], Any, Any]] = []
         self._poller = threading.Thread(target=self._poll_loop, name="kafka-producer-poll", daemon=True)
         self._poller.start()
 
     def _poll_loop(self) -> None:
         while not self._closing.is_set():
             self._producer.poll(0.05)
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Pass the acknowledgements of the last poll (delivery callbacks run inside it, on this thread) to
+        their loops: one `call_soon_threadsafe` per loop, however many messages were acknowledged."""
+        if not self._settled:
+            return
+        settled, self._settled = self._settled, []
+        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[tuple[int, int]], Any, Any]]] = {}
+        for loop, acked, err, msg in settled:
+            by_loop.setdefault(loop, []).append((acked, err, msg))
+        for loop, batch in by_loop.items():
+            with contextlib.suppress(RuntimeError):  # a loop closed meanwhile has nobody left to tell
+                loop.call_soon_threadsafe(_settle_all, batch)
 
     async def send(
         self,
@@ -76,7 +95,8 @@ class KafkaProducer:
         acked: asyncio.Future[tuple[int, int]] = loop.create_future()
 
         def on_delivery(err: KafkaError | None, msg: Message) -> None:
-            loop.call_soon_threadsafe(_settle, acked, err, msg)
+            # Runs inside `poll` or `flush`; the poll thread hands these over after each poll.
+            self._settled.append((loop, acked, err, msg))
 
         kwargs: dict[str, Any] = {"key": key, "headers": list(headers), "on_delivery": on_delivery}
         if partition is not None:
@@ -90,9 +110,16 @@ class KafkaProducer:
         return await acked
 
     async def close(self) -> None:
-        await asyncio.to_thread(self._producer.flush, self._timeout_s)
+        """Stop the poll thread, then deliver what is queued (at most the request timeout) and settle it."""
         self._closing.set()
         await asyncio.to_thread(self._poller.join)
+        await asyncio.to_thread(self._producer.flush, self._timeout_s)
+        self._hand_over()
+
+
+def _settle_all(batch: list[tuple[asyncio.Future[tuple[int, int]], Any, Any]]) -> None:
+    for acked, err, msg in batch:
+        _settle(acked, err, msg)
 
 
 def _settle(acked: asyncio.Future[tuple[int, int]], err: KafkaError | None, msg: Message) -> None:
@@ -125,6 +152,7 @@ class KafkaConsumer:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
 
     async def subscribe(self, topics: Sequence[str]) -> None:
+        """Join the consumer group on `topics`; the group assigns the partitions and moves them on rebalances."""
         await self._run(self._consumer.subscribe, list(topics))
 
     async def assign(self, assignments: Iterable[tuple[str, int, int]]) -> None:
@@ -146,6 +174,7 @@ class KafkaConsumer:
         return offsets
 
     async def poll(self, max_records: int = 500, timeout_s: float = 0.5) -> list[Record]:
+        """Up to `max_records` messages, waiting at most `timeout_s`; error events are logged, not returned."""
         messages = await self._run(self._consumer.consume, max_records, timeout_s)
         records = []
         for msg in messages:
@@ -168,6 +197,7 @@ class KafkaConsumer:
             await self._run(lambda: self._consumer.commit(offsets=partitions, asynchronous=False))
 
     async def close(self) -> None:
+        """Close the consumer (a group member leaves, so its partitions move at once) and stop its thread."""
         await self._run(self._consumer.close)
         self._thread.shutdown(wait=True)
 
@@ -228,6 +258,7 @@ async def delete_topics(settings: KafkaSettings, prefix: str) -> list[str]:
 
 
 async def partitions_of(settings: KafkaSettings, topic: str) -> int:
+    """How many partitions `topic` has, read from the cluster's metadata (the count a consumer must cover)."""
     admin = AdminClient({"bootstrap.servers": settings.bootstrap})
     try:
         metadata = await asyncio.to_thread(admin.list_topics, topic, timeout=settings.request_timeout_s)

@@ -63,6 +63,7 @@ class NearAnnouncer:
         return self.settings.dispatcher.rescan_interval_s <= 60 and fire_at - now >= timedelta(minutes=1)
 
     def is_near(self, fire_at: datetime, now: datetime) -> bool:
+        """Whether a row due at `fire_at` may fall inside a dispatcher's loaded horizon, so it must be announced."""
         return fire_at <= now + timedelta(seconds=self.settings.dispatcher.preload_horizon_s + NEAR_MARGIN_S)
 
     async def announce_if_near(self, due: DueRun, now: datetime) -> None:

@@ -1,0 +1,1 @@
+"""Coordination: ZooKeeper bridged to asyncio (zookeeper.py), for shard ownership, membership and leadership."""

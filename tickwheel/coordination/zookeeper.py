@@ -57,6 +57,7 @@ class ZooKeeper:
         self._connected = asyncio.Event()
 
     async def start(self, timeout_s: float = 15.0) -> None:
+        """Open the session and make the chroot if missing; Unavailable when ZooKeeper does not answer in time."""
         self._loop = asyncio.get_running_loop()
         self.client.add_listener(self._on_kazoo_state)
         try:
@@ -71,8 +72,15 @@ class ZooKeeper:
         self._connected.set()
 
     async def stop(self) -> None:
+        """Close the session, so its ephemeral znodes go now rather than after the session timeout."""
         await asyncio.to_thread(self.client.stop)
         await asyncio.to_thread(self.client.close)
+
+    @property
+    def session_id(self) -> int | None:
+        """The current session's id (what an ephemeral znode's `ephemeralOwner` holds); None without a session."""
+        client_id = self.client.client_id
+        return None if client_id is None else int(client_id[0])
 
     async def until_connected(self, timeout_s: float) -> bool:
         """Wait (at most `timeout_s`) for a connected session; whether it is connected."""
@@ -121,6 +129,7 @@ class ZooKeeper:
         return await done
 
     async def ensure_path(self, path: str) -> None:
+        """Create `path` and its parents if missing (persistent znodes); one that exists is left as it is."""
         await asyncio.to_thread(self.client.ensure_path, path)
 
     def watch_children(self, path: str, callback: Callable[[list[str]], None]) -> None:

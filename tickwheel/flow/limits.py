@@ -18,7 +18,6 @@ wait, so the run is deferred, not tried. Host names are normalised (`canonical_h
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import uuid
@@ -34,8 +33,6 @@ from tickwheel.settings import WorkerSettings
 log = logging.getLogger(__name__)
 
 BREAKER_SLOTS = 6
-# redis.asyncio's pool refuses a 101st connection instead of queueing; calls beyond this wait their turn here.
-REDIS_CALLS_IN_FLIGHT = 64
 
 ACQUIRE = """
 local tenant_slots, host_slots, bucket, breaker = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
@@ -170,9 +167,6 @@ class FlowLimits:
     def __init__(self, settings: WorkerSettings, redis: RedisClient):
         self.settings = settings
         self.redis = redis
-        self._acquire = redis.redis.register_script(ACQUIRE)
-        self._release = redis.redis.register_script(RELEASE)
-        self._gate = asyncio.Semaphore(REDIS_CALLS_IN_FLIGHT)
 
     def _keys(self, tenant: str, host: str) -> dict[str, str]:
         host = canonical_host(host)
@@ -196,8 +190,7 @@ class FlowLimits:
         args += [max(rate, 1.0), hold_ms, self.settings.breaker_min_tenants]
         keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
-            async with self._gate:
-                allowed, reason, wait_ms, probe = await self._acquire(keys=keys, args=args)
+            allowed, reason, wait_ms, probe = await self.redis.run_script(ACQUIRE, keys, args)
         except REDIS_DOWN as exc:
             metrics.backend_errors.labels("redis").inc()
             log.warning("flow limits unavailable, calling without them: %s", exc)
@@ -215,8 +208,7 @@ class FlowLimits:
         args += [int(s.breaker_window_s * 1000), s.breaker_min_calls, int(s.breaker_open_s * 1000), permit.tenant]
         keys = [k["tenant"], k["host"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
-            async with self._gate:
-                result = await self._release(keys=keys, args=args)
+            result = await self.redis.run_script(RELEASE, keys, args)
         except REDIS_DOWN as exc:
             metrics.backend_errors.labels("redis").inc()
             log.warning("flow limits unavailable, slot left to expire: %s", exc)
@@ -229,7 +221,7 @@ class FlowLimits:
     async def breaker_open_until_ms(self, tenant: str, host: str) -> int | None:
         """When the tenant's breaker on `host` stops refusing (None: closed)."""
         try:
-            value = await self.redis.redis.hget(self._keys(tenant, host)["breaker"], "open_until")
+            value = await self.redis.hash_field(self._keys(tenant, host)["breaker"], "open_until")
         except REDIS_DOWN as exc:
             raise Unavailable(f"Redis is unavailable: {exc}") from exc
         return int(value) if value is not None else None

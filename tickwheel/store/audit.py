@@ -6,6 +6,7 @@ tenant's retention as their TTL, and read newest first, a page at a time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from dataclasses import dataclass
@@ -39,24 +40,28 @@ INSERT_CHANGE = (
 )
 
 
+def change_row(change: JobChangeRecord, ttl_s: int) -> tuple[str, list[Any]]:
+    """The statement appending `change` to the job's log, kept `ttl_s` (to run alone or in a create's batch)."""
+    change_id = change.change_id or uuid_from_time(change.changed_at)
+    values = [
+        change.job_id,
+        change_id,
+        change.tenant_id,
+        change.changed_at,
+        change.version,
+        change.action,
+        change.key_id,
+        json.dumps(change.diff),
+        json.dumps(change.detail),
+        ttl_s,
+    ]
+    return INSERT_CHANGE, values
+
+
 async def record_change(store: CassandraStore, change: JobChangeRecord, ttl_s: int) -> uuid.UUID:
     """Append one change to the job's log, kept `ttl_s`; returns its change id."""
     change_id = change.change_id or uuid_from_time(change.changed_at)
-    await store.execute(
-        INSERT_CHANGE,
-        [
-            change.job_id,
-            change_id,
-            change.tenant_id,
-            change.changed_at,
-            change.version,
-            change.action,
-            change.key_id,
-            json.dumps(change.diff),
-            json.dumps(change.detail),
-            ttl_s,
-        ],
-    )
+    await store.execute(*change_row(dataclasses.replace(change, change_id=change_id), ttl_s))
     return change_id
 
 

@@ -10,7 +10,8 @@ import asyncio
 import base64
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from types import ModuleType
 from typing import Any
 
 from cassandra import ConsistencyLevel, OperationTimedOut, RequestExecutionException
@@ -36,6 +37,7 @@ SERVER_VERSION = "SELECT release_version FROM system.local"
 
 Row = dict[str, Any]
 _CONDITION = re.compile(r"\bIF\b", re.IGNORECASE)
+_STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
 _UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionError, OSError)
 
 
@@ -96,6 +98,17 @@ class CassandraStore:
                 self._preparing.pop(cql, None)
         self._prepared[cql] = statement
         return statement
+
+    async def prepare_all(self, statements: Iterable[str]) -> int:
+        """Prepare `statements` now, all at once (a process's start-up), so that no run waits for the first
+        prepare of its statement; returns how many were prepared. One that fails is logged and prepared again on
+        its first use."""
+        cqls = list(statements)
+        results = await asyncio.gather(*(self.prepare(cql) for cql in cqls), return_exceptions=True)
+        for cql, result in zip(cqls, results, strict=True):
+            if isinstance(result, BaseException):
+                log.warning("could not prepare at start-up (prepared on first use instead): %s: %s", cql, result)
+        return sum(1 for result in results if not isinstance(result, BaseException))
 
     async def execute(self, cql: str, params: Sequence[Any] = (), *, prepared: bool = True) -> list[Row]:
         """Run one statement and return all rows of its first page (use `page` for paged reads)."""
@@ -161,6 +174,17 @@ class CassandraStore:
             return fn(*args, **kwargs)
         except _UNAVAILABLE as exc:
             raise Unavailable(f"Cassandra is unavailable: {exc}") from exc
+
+
+def statements_of(*modules: ModuleType) -> list[str]:
+    """The CQL statements `modules` keep as constants (upper-case names): what a process prepares at start-up."""
+    found = {
+        value
+        for module in modules
+        for name, value in vars(module).items()
+        if name.isupper() and isinstance(value, str) and _STATEMENT.match(value) and "{" not in value
+    }
+    return sorted(found)
 
 
 def statement_kind(cql: str) -> str:

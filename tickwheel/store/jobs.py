@@ -8,6 +8,7 @@ its `jobs` row stays (state DELETED) so its id keeps answering.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -87,6 +88,7 @@ INSERT_KEYED_JOB = (
     " fired_count, created_at, updated_at, request_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, ?, ?, ?)"
     " IF NOT EXISTS"
 )
+READ_STATE = "SELECT state, version, definition FROM jobs WHERE job_id = ?"
 INSERT_LISTING = "INSERT INTO jobs_by_tenant (tenant_id, job_id, state, labels, created_at) VALUES (?, ?, ?, ?, ?)"
 
 
@@ -113,7 +115,12 @@ def listing_row(job: Job, now: datetime) -> tuple[str, list[Any]]:
 
 
 async def create_keyed_job(
-    store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime, request_hash: str
+    store: CassandraStore,
+    job: Job,
+    first_run: NewRun | None,
+    now: datetime,
+    request_hash: str,
+    also: Sequence[tuple[str, Sequence[Any]]] = (),
 ) -> KeyedJob | None:
     """Create a job whose id was derived from an Idempotency-Key: one conditional insert of the job row (with the
     request's hash), then, only if it applied, its first run and listing row. Returns None when created, else the
@@ -122,11 +129,11 @@ async def create_keyed_job(
     The run is written after the job here, not before: only the request that created the job may write its run,
     since a replay's plan (an interval anchored at its own now) could name another occurrence. A failure after
     the insert is answered 503; the client's retry with the same key finds the job and completes it
-    (`complete_keyed_job`)."""
+    (`complete_keyed_job`). `also` rides in the same batch (the create's audit row: no statement of its own)."""
     applied, current = await store.applied(INSERT_KEYED_JOB, [*_job_values(job, now), request_hash])
     if not applied:
         return KeyedJob(job_of(current), current.get("request_hash"))
-    rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now)]
+    rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now), *also]
     await store.batch(rows, logged=False)  # each row is safe to write again; none is visible without the job
     return None
 
@@ -139,12 +146,19 @@ async def complete_keyed_job(store: CassandraStore, job: Job, first_run: NewRun 
     await store.execute(*listing_row(job, now))
 
 
-async def create_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
+async def create_job(
+    store: CassandraStore,
+    job: Job,
+    first_run: NewRun | None,
+    now: datetime,
+    also: Sequence[tuple[str, Sequence[Any]]] = (),
+) -> None:
     """Write a new job, its listing row and its first run in one logged batch at the store's (QUORUM)
     consistency: all of them or none, so there is neither an orphan run nor a job listed to a tenant who got no
-    201. The job id is new (never written before), so its first run needs no condition: one write, no Paxos."""
+    201. The job id is new (never written before), so its first run needs no condition: one write, no Paxos.
+    `also` rides in the same batch (the create's audit row)."""
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), (INSERT_JOB, _job_values(job, now))]
-    await store.batch([*rows, listing_row(job, now)])
+    await store.batch([*rows, listing_row(job, now), *also])
 
 
 async def get_job(store: CassandraStore, job_id: uuid.UUID) -> Job | None:
@@ -255,7 +269,7 @@ async def scan_page(store: CassandraStore, *, page_size: int, cursor: str | None
 
 async def read_state(store: CassandraStore, job_id: uuid.UUID) -> JobHead | None:
     """The job's state, version and definition: what a worker checks before calling (None: no such job)."""
-    rows = await store.execute("SELECT state, version, definition FROM jobs WHERE job_id = ?", [job_id])
+    rows = await store.execute(READ_STATE, [job_id])
     return job_head_of(job_id, rows[0]) if rows and rows[0]["state"] and rows[0]["definition"] else None
 
 

@@ -170,9 +170,17 @@ class MemoryStore:
         return Transition(True)
 
     async def finish(
-        self, run: NewRun, attempt: int, result: AttemptResult, worker: str, started_at: datetime, now: datetime
+        self,
+        run: NewRun,
+        attempt: int,
+        result: AttemptResult,
+        worker: str,
+        started_at: datetime,
+        now: datetime,
+        lease_until: datetime | None = None,
     ) -> bool:
-        """The outcome of `attempt` if it still holds the run, or if this very outcome is already recorded."""
+        """The outcome of `attempt` if it still holds the run, or if this very outcome is already recorded; with
+        `lease_until`, the claim's lease check row is removed with the description rows."""
         if result.status is RunStatus.RETRY and result.retry_at is not None:
             self._due_row(run, result.retry_at, attempt, RunKind.RUN)
         current = self.runs.get(run.run_id)
@@ -192,6 +200,9 @@ class MemoryStore:
             outcome=result.status.value, response_code=result.response_code, error=result.error,
             response_excerpt=result.response_excerpt,
         )  # fmt: skip
+        if lease_until is not None:
+            key = (epoch_ms(_stored(lease_until)), run.run_id, attempt, RunKind.LEASE_CHECK.value)
+            self.due_rows.get(run.shard, {}).pop(key, None)
         return True
 
     async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:

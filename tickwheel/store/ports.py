@@ -60,9 +60,17 @@ class RunStore(Protocol):
         ...
 
     async def finish(
-        self, run: NewRun, attempt: int, result: AttemptResult, worker: str, started_at: datetime, now: datetime
+        self,
+        run: NewRun,
+        attempt: int,
+        result: AttemptResult,
+        worker: str,
+        started_at: datetime,
+        now: datetime,
+        lease_until: datetime | None = None,
     ) -> bool:
-        """Record the outcome of `attempt` if that attempt still holds the run (or already recorded it)."""
+        """Record the outcome of `attempt` if that attempt still holds the run (or already recorded it); with
+        `lease_until` (the claim's), its lease check row goes with the description rows."""
         ...
 
     async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:

@@ -56,6 +56,10 @@ UPSERT_HISTORY_WITH_ORIGIN = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at, origin)"
     " VALUES (?, ?, ?, ?, ?, ?, ?)"
 )
+DELETE_BUCKET = (
+    "DELETE FROM runs_by_bucket WHERE bucket = ? AND shard = ? AND fire_at = ? AND run_id = ? AND attempt = ?"
+    " AND kind = ?"
+)
 INSERT_FAR = (
     "INSERT INTO runs_far (day, shard, fire_at, run_id, job_id, tenant_id, lane, job_version, scheduled_at,"
     " tolerance_ms, recurring) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -192,6 +196,15 @@ CLAIM = (
     "UPDATE runs SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
     " WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY') AND attempt = ? AND job_version = ?"
 )
+FINISH = (
+    "UPDATE runs SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?, lease_until = null"
+    " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?"
+)
+INSERT_CALL_ATTEMPT = (
+    "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
+    " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)"
+)
+LEASE_STATE = "SELECT status, attempt, lease_until FROM runs WHERE run_id = ?"
 
 
 async def claim(
@@ -224,7 +237,7 @@ async def claim(
 async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
     """Whether `attempt` still holds the run past its lease: what a lease check row must find to be worth a
     worker's time (most runs finish inside their lease, and their lease check ends here)."""
-    rows = await store.execute("SELECT status, attempt, lease_until FROM runs WHERE run_id = ?", [run_id])
+    rows = await store.execute(LEASE_STATE, [run_id])
     if not rows or rows[0]["status"] != RunStatus.RUNNING or rows[0]["attempt"] != attempt:
         return False
     lease_until = aware(rows[0]["lease_until"])
@@ -239,17 +252,21 @@ async def finish(
     worker: str,
     started_at: datetime,
     now: datetime,
+    lease_until: datetime | None = None,
 ) -> bool:
     """Record the outcome of `attempt`, only if that attempt still holds the run (a stale worker is refused).
 
     A refusal that finds the run already at this outcome and attempt is this attempt's own earlier write whose
-    reply (or whose description rows) was lost: the description rows are written and the outcome counts."""
+    reply (or whose description rows) was lost: the description rows are written and the outcome counts.
+    With `lease_until` (the claim's), the claim's lease check row is deleted in the same batch as the
+    description rows: a run that finished has nothing for it to find, and a row gone before the dispatchers
+    preload its minute costs them no wheel entry and no read of the run (one read per run saved; a row already
+    preloaded still fires, and its read finds the run finished)."""
     due_at = whole_ms(result.retry_at) if result.retry_at else None
     if result.status is RunStatus.RETRY and result.retry_at is not None:
         await store.execute(*bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
     applied, current = await store.applied(
-        "UPDATE runs SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?, lease_until = null"
-        " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
+        FINISH,
         [result.status.value, now, result.response_code, result.error, due_at, run.run_id, attempt],
     )
     found = found_of(current)
@@ -259,8 +276,7 @@ async def finish(
         [
             outcome_history_row(run, result.status, attempt, now, started_at),
             (
-                "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
-                " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)",
+                INSERT_CALL_ATTEMPT,
                 [
                     run.run_id,
                     attempt,
@@ -273,10 +289,17 @@ async def finish(
                     result.response_excerpt,
                 ],
             ),
+            *([lease_check_removal(run, lease_until, attempt)] if lease_until is not None else []),
         ],
-        logged=False,  # two descriptions of one outcome, both safe to write again: no atomicity needed
+        logged=False,  # descriptions of one outcome, all safe to write again: no atomicity needed
     )
     return True
+
+
+def lease_check_removal(run: NewRun, lease_until: datetime, attempt: int) -> tuple[str, list[Any]]:
+    """The delete of the lease check row `claim` wrote for `attempt` (the same key as its `bucket_row`)."""
+    fire_at = whole_ms(lease_until)
+    return DELETE_BUCKET, [minute_bucket(fire_at), run.shard, fire_at, run.run_id, attempt, RunKind.LEASE_CHECK.value]
 
 
 async def expire_lease(

@@ -59,10 +59,17 @@ class CassandraTables:
         return await runs.claim(self.cql, run, expected_attempt, worker, lease_until, now)
 
     async def finish(
-        self, run: NewRun, attempt: int, result: AttemptResult, worker: str, started_at: datetime, now: datetime
+        self,
+        run: NewRun,
+        attempt: int,
+        result: AttemptResult,
+        worker: str,
+        started_at: datetime,
+        now: datetime,
+        lease_until: datetime | None = None,
     ) -> bool:
         """`runs.finish`."""
-        return await runs.finish(self.cql, run, attempt, result, worker, started_at, now)
+        return await runs.finish(self.cql, run, attempt, result, worker, started_at, now, lease_until)
 
     async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:
         """`runs.expire_lease`."""

@@ -16,7 +16,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.typedefs import Middleware
 
+from api import console
 from api.app import make_app
 from api.meta import openapi_document
 from tickwheel.bus.kafka import KafkaProducer
@@ -72,7 +74,8 @@ def _documented(path: str, method: str, status: int) -> bool:
 async def make_client(
     settings: Settings, store: CassandraStore, producer: KafkaProducer, redis: RedisClient
 ) -> AsyncIterator[Callable[..., Awaitable[TestClient]]]:
-    """make_client(clock=..., store_=..., **api_settings) -> a TestClient on a fresh app; responses are recorded."""
+    """make_client(clock=, store_=, redis_=, settings_=, middleware=, **api_settings) -> a TestClient on a fresh app
+    (settings_ replaces the run's settings, middleware runs after the error middleware); responses are recorded."""
     seen: list[tuple[str, str, int]] = []
     clients: list[TestClient] = []
 
@@ -80,13 +83,23 @@ async def make_client(
     async def record(request: web.Request, handler: Any) -> web.StreamResponse:
         response: web.StreamResponse = await handler(request)
         resource = request.match_info.route.resource
-        if resource is not None:  # unmatched paths are aiohttp's 404, not a documented route
+        # Unmatched paths are aiohttp's 404, not a documented route; the console's files are not part of the API.
+        if resource is not None and not resource.canonical.startswith(console.PREFIX):
             seen.append((resource.canonical, request.method, response.status))
         return response
 
-    async def make(clock: Callable[[], datetime] | None = None, store_: Any = None, **api: Any) -> TestClient:
+    async def make(
+        clock: Callable[[], datetime] | None = None,
+        store_: Any = None,
+        redis_: RedisClient | None = None,
+        settings_: Settings | None = None,
+        middleware: Middleware | None = None,
+        **api: Any,
+    ) -> TestClient:
         kwargs = {"clock": clock} if clock else {}
-        app = make_app(api_settings(settings, **api), store_ or store, producer, redis, **kwargs)
+        app = make_app(api_settings(settings_ or settings, **api), store_ or store, producer, redis_ or redis, **kwargs)
+        if middleware is not None:
+            app.middlewares.insert(1, middleware)  # after the error middleware, before authentication
         app.middlewares.insert(0, record)
         client = TestClient(TestServer(app))
         await client.start_server()

@@ -12,10 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 from aiohttp.typedefs import Handler
 
-from api.app import make_app
 from api.auth import key_id_of, revoke_everywhere
-from tests.integration.api.conftest import api_settings
-from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store import tenants
@@ -37,27 +34,19 @@ def key_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.fixture
-async def make_api(settings: Settings, store: CassandraStore, producer: KafkaProducer) -> Any:
+async def make_api(settings: Settings, make_client: Callable[..., Awaitable[TestClient]]) -> Any:
     """make_api(**api_settings) -> a client whose caller address is the X-Test-Client header (a fresh Redis
     namespace per test, so failure counts start at zero)."""
     redis = RedisClient(settings.redis, prefix=f"twauth{secrets.token_hex(4)}:")
-    clients: list[TestClient] = []
 
     @web.middleware
     async def client_address(request: web.Request, handler: Handler) -> web.StreamResponse:
         return await handler(request.clone(remote=request.headers.get("X-Test-Client", "127.0.0.1")))
 
     async def make(**overrides: Any) -> TestClient:
-        app = make_app(api_settings(settings, **overrides), store, producer, redis)
-        app.middlewares.insert(1, client_address)  # after the error middleware, before authentication
-        client = TestClient(TestServer(app))
-        await client.start_server()
-        clients.append(client)
-        return client
+        return await make_client(redis_=redis, middleware=client_address, **overrides)
 
     yield make
-    for client in clients:
-        await client.close()
     await redis.close()
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import STACK_DIR, Caller
-from tickwheel.stack import start_server, stop_server
+from tickwheel.dev.stack import start_server, stop_server
 
 RECOVERY_TIMEOUT_S = 120
 

@@ -6,7 +6,7 @@ as by design), or a deleted resource that still answers."""
 from __future__ import annotations
 
 import asyncio
-import os
+import dataclasses
 import socket
 import sys
 from collections.abc import AsyncIterator
@@ -35,17 +35,8 @@ def free_port() -> int:
 
 
 def process_env(settings: Settings, port: int) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
-    env.update(
-        TICKWHEEL_CASSANDRA_KEYSPACE=settings.cassandra.keyspace,
-        TICKWHEEL_KAFKA_TOPIC_PREFIX=settings.kafka.topic_prefix,
-        TICKWHEEL_KAFKA_NEAR_PARTITIONS=str(settings.kafka.near_partitions),
-        TICKWHEEL_KAFKA_LANE_PARTITIONS=str(settings.kafka.lane_partitions),
-        TICKWHEEL_API_PORT=str(port),
-        TICKWHEEL_API_REQUESTS_PER_S="100000",
-        TICKWHEEL_ENV_FILE=str(ROOT / ".stack" / "env"),
-    )
-    return env
+    api = dataclasses.replace(settings.api, port=port, requests_per_s=100_000)
+    return dataclasses.replace(settings, api=api).process_env()
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from tickwheel_client import (
     DiffOp,
     HttpTarget,
     InvalidInput,
+    JobSpec,
     JobState,
     NotFound,
     Notify,
@@ -119,6 +120,18 @@ async def test_jobs_end_to_end_through_the_async_client(tw: AsyncClient) -> None
     await tw.delete_job(job.id)
     await tw.delete_job(job.id)  # deleting a deleted job succeeds
     assert [j async for j in tw.list_jobs()] == []
+
+
+async def test_a_batch_create_through_the_async_client(tw: AsyncClient) -> None:
+    good, bad = JobSpec(**cron(name="one")), JobSpec(**cron(name="two", schedule=Schedule.cron("61 * * * *")))
+    result = await tw.create_jobs([good, bad], idempotency_key="client-batch")
+    assert (result.created, result.failed) == (1, 1)
+    first, second = result.items
+    assert first.status == 201 and first.job is not None and first.job.name == "one"
+    assert second.status == 422 and second.problem is not None and second.problem.field is not None
+    assert second.problem.field.startswith("jobs[1].schedule")
+    again = await tw.create_jobs([good, bad], idempotency_key="client-batch")
+    assert again.replayed == 1 and again.items[0].job is not None and again.items[0].job.id == first.job.id
 
 
 async def test_runs_heartbeats_and_dead_letters_through_the_async_client(

@@ -6,19 +6,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
-from api.app import make_app
 from schemas.messages import topic_names
 from tests.integration.api.api_bodies import cron_job
-from tests.integration.api.conftest import Caller, api_settings
+from tests.integration.api.conftest import Caller
 from tickwheel.bus.kafka import KafkaProducer, delete_topics, ensure_topics
-from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints, operator
 from tickwheel.store.cassandra import CassandraStore
@@ -186,22 +184,16 @@ async def test_forecast_sweeper_and_dead_letter_rates_read_the_store(
 
 
 @pytest.fixture
-async def own_client(
-    settings: Settings, store: CassandraStore, producer: KafkaProducer, redis: RedisClient
-) -> AsyncIterator[Callable[..., Awaitable[TestClient]]]:
+def own_client(
+    settings: Settings, make_client: Callable[..., Awaitable[TestClient]]
+) -> Callable[..., Awaitable[TestClient]]:
     """own_client(**settings changes) -> a client on an app with the operator key and those settings."""
-    clients: list[TestClient] = []
 
     async def make(**changes: Any) -> TestClient:
-        own = dataclasses.replace(api_settings(settings, operator_key_sha256=OPERATOR_HASH), **changes)
-        client = TestClient(TestServer(make_app(own, store, producer, redis)))
-        await client.start_server()
-        clients.append(client)
-        return client
+        own = dataclasses.replace(settings, **changes)
+        return await make_client(settings_=own, operator_key_sha256=OPERATOR_HASH)
 
-    yield make
-    for client in clients:
-        await client.close()
+    return make
 
 
 async def test_lane_lag_counts_what_the_workers_group_has_not_committed(

@@ -14,7 +14,7 @@ from tests.integration.api.api_bodies import once_job
 from tests.integration.api.conftest import Caller
 from tickwheel import metrics
 from tickwheel.errors import Unavailable
-from tickwheel.store import runs
+from tickwheel.store import audit, runs
 from tickwheel.store.cassandra import CassandraStore
 
 
@@ -79,3 +79,16 @@ async def test_a_keyed_create_that_died_after_its_insert_is_completed_by_its_ret
     assert [j["id"] for j in listed["items"]] == [job["id"]]
     other = await alice.call("POST", "/v1/jobs", json={**body, "name": "other"}, headers=headers)
     assert other.status == 422 and (await other.json())["field"] == "Idempotency-Key"
+
+
+async def test_a_create_writes_its_audit_row_in_its_own_batch(alice: Caller, store: CassandraStore) -> None:
+    kinds = ("lwt", "write", "batch_logged", "batch_unlogged")
+    for headers, batch in (({}, "batch_logged"), ({"Idempotency-Key": "audited"}, "batch_unlogged")):
+        before = {kind: metrics.cql_statements.labels(kind)._value.get() for kind in kinds}
+        created = await alice.call("POST", "/v1/jobs", json=once_job(datetime.now(UTC) + timedelta(hours=1)),
+                                   headers=headers)  # fmt: skip
+        assert created.status == 201
+        spent = {kind: metrics.cql_statements.labels(kind)._value.get() - before[kind] for kind in kinds}
+        assert spent == {"lwt": 1 if headers else 0, "write": 0, "batch_logged": 0, "batch_unlogged": 0, batch: 1}
+        changes, _ = await audit.job_changes(store, uuid.UUID((await created.json())["id"]), limit=5)
+        assert [(c.action, c.version, c.tenant_id) for c in changes] == [("create", 1, alice.tenant_id)]

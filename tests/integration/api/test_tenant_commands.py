@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import sys
 import uuid
 
@@ -13,7 +12,7 @@ from tickwheel.store.cassandra import CassandraStore
 
 
 async def tickwheel(settings: Settings, *args: str) -> list[str]:
-    env = {**os.environ, "TICKWHEEL_CASSANDRA_KEYSPACE": settings.cassandra.keyspace}
+    env = settings.process_env()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tickwheel.cli", *args, env=env, stdout=asyncio.subprocess.PIPE
     )
@@ -63,7 +62,7 @@ async def test_set_refuses_a_bad_value_naming_the_option_and_writes_nothing(
 ) -> None:
     name = f"cli-{uuid.uuid4().hex[:8]}"
     await tickwheel(settings, "tenants", "create", name)
-    env = {**os.environ, "TICKWHEEL_CASSANDRA_KEYSPACE": settings.cassandra.keyspace}
+    env = settings.process_env()
     proc = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tickwheel.cli", "tenants", "set", name, "--max-jobs", "5", "--weight", "0",
         env=env, stderr=asyncio.subprocess.PIPE,

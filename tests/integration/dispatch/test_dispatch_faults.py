@@ -10,6 +10,7 @@ namespace (own ZooKeeper chroot, keyspace, topic prefix; 64 shards; 4 s ZooKeepe
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import subprocess
@@ -32,27 +33,14 @@ TICKWHEEL = str(Path(sys.executable).parent / "tickwheel")
 
 
 def process_env(s: Settings) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TICKWHEEL_")}
-    env.update(
-        TICKWHEEL_CASSANDRA_KEYSPACE=s.cassandra.keyspace,
-        TICKWHEEL_KAFKA_TOPIC_PREFIX=s.kafka.topic_prefix,
-        TICKWHEEL_KAFKA_LANE_PARTITIONS=str(s.kafka.lane_partitions),
-        TICKWHEEL_KAFKA_NEAR_PARTITIONS=str(s.kafka.near_partitions),
-        TICKWHEEL_ZOOKEEPER_CHROOT=s.zookeeper.chroot,
-        TICKWHEEL_ZOOKEEPER_SESSION_TIMEOUT_S=str(s.zookeeper.session_timeout_s),
-        TICKWHEEL_SHARDS=str(s.shards),
-        TICKWHEEL_DISPATCHER_PORT="0",
-        TICKWHEEL_DISPATCHER_SCAN_INTERVAL_S="1",
-        TICKWHEEL_DISPATCHER_CHECKPOINT_INTERVAL_S="0.5",
-        TICKWHEEL_DISPATCHER_CHECKPOINT_STEP_S="0.5",
-        TICKWHEEL_DISPATCHER_RESUME_GRACE_S="30",
-        TICKWHEEL_DISPATCHER_LIVENESS_INTERVAL_S="0.5",
-        TICKWHEEL_COORDINATOR_PORT="0",
-        TICKWHEEL_COORDINATOR_SWEEP_INTERVAL_S="3600",
-        TICKWHEEL_COORDINATOR_FORECAST_INTERVAL_S="3600",
-        TICKWHEEL_ENV_FILE=str(STACK_DIR / "env"),
-    )
-    return env
+    """The environment of the processes under test: the test's settings, but the rescan and the sweep grace at
+    their defaults, as in production (the in-process dispatchers of the other tests turn the rescan off)."""
+    defaults = Settings()
+    return dataclasses.replace(
+        s,
+        dispatcher=dataclasses.replace(s.dispatcher, rescan_interval_s=defaults.dispatcher.rescan_interval_s),
+        coordinator=dataclasses.replace(s.coordinator, sweep_grace_s=defaults.coordinator.sweep_grace_s),
+    ).process_env()
 
 
 Spawn = Callable[[str], subprocess.Popen[bytes]]
@@ -162,7 +150,7 @@ async def test_a_dispatcher_stopped_past_its_session_timeout_fires_nothing_of_it
 
 async def restart_server(name: str, down_s: float) -> None:
     """Stop one shared server of the local stack and start it again (fault tests only)."""
-    from tickwheel import stack
+    from tickwheel.dev import stack
 
     assert stack.stop_server(STACK_DIR, name)
     await asyncio.sleep(down_s)

@@ -29,9 +29,9 @@ from schemas.messages import (
 )
 from tickwheel.bus.kafka import KafkaProducer, delete_topics, ensure_topics
 from tickwheel.core.ids import minute_bucket, run_id_for, shard_of
+from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
 from tickwheel.signing import generate_secret
-from tickwheel.sink import Sink
 from tickwheel.store import buckets, runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import Run

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -114,3 +116,27 @@ async def test_every_spelling_of_a_host_shares_its_limits(limits: FlowLimits, sp
     held = await limits.acquire("t", "example.com", caps, now_ms=60_000)
     assert isinstance(held, Permit)
     assert await limits.acquire("u", spelling, caps, now_ms=60_001) == Denied("target_concurrency", 0.0)
+
+
+async def test_calls_made_together_share_one_pipeline_and_each_gets_its_own_answer(limits: FlowLimits) -> None:
+    caps = dataclasses.replace(CAPS, tenant_concurrency=3)
+    sent: list[int] = []
+    pipeline = limits.redis._batcher._pipeline
+
+    async def counted(queued: list[Any]) -> list[Any]:
+        sent.append(len(queued))
+        return await pipeline(queued)
+
+    limits.redis._batcher._pipeline = counted  # type: ignore[method-assign]
+    granted = await asyncio.gather(*(limits.acquire("t", "h", caps, now_ms=1_000) for _ in range(5)))
+    assert [isinstance(g, Permit) for g in granted] == [True, True, True, False, False]
+    assert granted[3] == Denied("tenant_concurrency", 0.0)
+    permits = [g for g in granted if isinstance(g, Permit)]
+    states = await asyncio.gather(*(limits.release(p, failed=False, now_ms=1_001) for p in permits))
+    assert states == ["closed"] * 3
+    assert sent == [5, 3]  # two round trips for eight script calls
+
+
+async def test_scripts_flushed_from_redis_are_loaded_again(limits: FlowLimits) -> None:
+    await limits.redis.redis.script_flush()
+    assert isinstance(await limits.acquire("t", "h", CAPS, now_ms=1_000), Permit)

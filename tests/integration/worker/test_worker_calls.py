@@ -12,7 +12,8 @@ from schemas.messages import HttpTarget, RetryDoc, decode_alert, decode_due_run,
 from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer
 from tickwheel.bus.near import near_partition_of
-from tickwheel.sink import SinkCall
+from tickwheel.core.ids import minute_bucket
+from tickwheel.dev.sink import SinkCall
 from tickwheel.store import runs
 from tickwheel.store.runs import NewRun
 
@@ -174,3 +175,19 @@ async def test_a_stored_job_with_a_framing_header_is_refused_at_call_time_not_se
     row = await scene.wait_status(run.run_id, "DEAD")
     assert (row.last_error or "").startswith("invalid_target: header 'Transfer-Encoding' controls the connection")
     assert scene.sink.calls_to("/smuggle") == []
+
+
+async def test_a_run_that_finished_leaves_no_lease_check_row_behind(scene: Scene) -> None:
+    await scene.worker()  # lease 60 s: the row is due a minute after the claim
+    run = await scene.job(HttpTarget(url=scene.sink.url("/finished")))
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
+    started = row.started_at
+    assert started is not None
+    kinds = set()
+    for minute in (started + timedelta(minutes=m) for m in range(6)):  # the lease is a minute or a few
+        rows = await scene.store.execute(
+            "SELECT run_id, attempt, kind FROM runs_by_bucket WHERE bucket = ? AND shard = ?",
+            [minute_bucket(minute).replace(tzinfo=None), run.shard],
+        )
+        kinds |= {(r["kind"], r["attempt"]) for r in rows if r["run_id"] == run.run_id}
+    assert ("lease_check", 1) not in kinds  # deleted with the outcome: no wheel entry, no read of the run

@@ -4,6 +4,7 @@ after its lease, with the same webhook-id, by another worker. Runs a subprocess;
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import signal
 import socket
@@ -14,8 +15,7 @@ from pathlib import Path
 
 from schemas.messages import HttpTarget
 from tests.integration.worker.conftest import Scene
-
-ROOT = Path(__file__).resolve().parents[3]
+from tickwheel.settings import WorkerSettings
 
 
 def free_port() -> int:
@@ -25,20 +25,21 @@ def free_port() -> int:
 
 
 def worker_process(scene: Scene, port: int, log_path: Path) -> subprocess.Popen[bytes]:
-    s = scene.settings
-    env = {
-        **os.environ,
-        "TICKWHEEL_ENV_FILE": str(ROOT / ".stack" / "env"),
-        "TICKWHEEL_CASSANDRA_KEYSPACE": s.cassandra.keyspace,
-        "TICKWHEEL_KAFKA_TOPIC_PREFIX": s.kafka.topic_prefix,
-        "TICKWHEEL_KAFKA_LANE_PARTITIONS": "1",
-        "TICKWHEEL_REDIS_KEY_PREFIX": f"{scene.tenant}:",
-        "TICKWHEEL_WORKER_LANES": "default",
-        "TICKWHEEL_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
-        "TICKWHEEL_WORKER_PORT": str(port),
-        "TICKWHEEL_WORKER_LEASE_S": "1",
-        "TICKWHEEL_WORKER_LEASE_MARGIN_S": "1",
-    }
+    """A `tickwheel worker` on the scene's keyspace, topics and Redis namespace with a 1 s lease; its other worker
+    settings stay at their defaults (the scene's in-process workers shorten the deferral, commit and grace)."""
+    s, defaults = scene.settings, WorkerSettings()
+    worker = dataclasses.replace(
+        s.worker,
+        port=port,
+        lease_s=1,
+        lease_margin_s=1.0,
+        defer_s=defaults.defer_s,
+        commit_interval_s=defaults.commit_interval_s,
+        shutdown_grace_s=defaults.shutdown_grace_s,
+    )
+    env = dataclasses.replace(
+        s, redis=dataclasses.replace(s.redis, key_prefix=f"{scene.tenant}:"), worker=worker
+    ).process_env()
     with log_path.open("wb") as log:
         return subprocess.Popen([sys.executable, "-m", "tickwheel.cli", "worker"], env=env, stdout=log, stderr=log)
 

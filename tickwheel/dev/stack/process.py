@@ -15,7 +15,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,7 @@ from tickwheel.errors import TickwheelError
 log = logging.getLogger(__name__)
 
 # The Maven poms live in the source tree (deploy/local/<name>/pom.xml); the stack runs from a checkout.
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 JAVA17 = Path("/usr/lib/jvm/java-17-openjdk-amd64/bin/java")
 STOP_GRACE_S = 20.0
 
@@ -100,8 +100,9 @@ def read_pid(stack_dir: Path, name: str) -> int | None:
     return pid if _start_ticks(pid) == ticks else None
 
 
-def spawn(stack_dir: Path, name: str, argv: list[str]) -> int:
-    """Start `argv` in its own session, output appended to the server's log; write the pid file."""
+def spawn(stack_dir: Path, name: str, argv: list[str], environ: Mapping[str, str] | None = None) -> int:
+    """Start `argv` in its own session (with `environ`, default this process's), output appended to the server's
+    log; write the pid file."""
     workdir = server_dir(stack_dir, name)
     workdir.mkdir(parents=True, exist_ok=True)
     with log_path(stack_dir, name).open("ab") as out:
@@ -110,6 +111,7 @@ def spawn(stack_dir: Path, name: str, argv: list[str]) -> int:
         proc = subprocess.Popen(
             argv,
             cwd=workdir,
+            env=environ,
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,

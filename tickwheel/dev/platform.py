@@ -2,7 +2,7 @@
 
 Brings up the local stack, applies migrations, then starts api, coordinator, dispatcher and worker as
 processes (logs and pid files under .stack/<process>/), and waits until each answers /readyz. The process
-runner is the stack's own (`tickwheel.stack.process`), so `down` stops only what `up` started, by pid.
+runner is the stack's own (`tickwheel.dev.stack.process`), so `down` stops only what `up` started, by pid.
 """
 
 from __future__ import annotations
@@ -14,12 +14,14 @@ import secrets
 import sys
 import time
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from tickwheel import stack
+from tickwheel.cli import DEV_COMMANDS
+from tickwheel.dev import stack
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings
-from tickwheel.stack import process
 
 PROCESSES = ("api", "coordinator", "dispatcher", "worker")
 READY_TIMEOUT_S = 60.0
@@ -36,23 +38,36 @@ def ports(settings: Settings) -> dict[str, int]:
 
 def up(stack_dir: Path, progress: Any = print) -> Settings:
     """Stack, migrations, processes; returns the settings the processes run with."""
-    # Locally the worker may call loopback targets (the demo's sink); production has no such default.
-    os.environ.setdefault("TICKWHEEL_WORKER_EGRESS_ALLOW", "127.0.0.1/32")
     operator_key_file = ensure_operator_key(stack_dir)
     progress("== servers: Cassandra, Kafka, ZooKeeper, Redis (real, local, on 127.0.0.1)")
     stack.up(stack_dir, progress=progress)
-    env_file = (stack_dir / "env").resolve()
-    os.environ["TICKWHEEL_ENV_FILE"] = str(env_file)  # the processes run with .stack/<name>/ as cwd
-    settings = Settings.from_env(env_file=env_file)
+    environ = process_environment(stack_dir, os.environ)
+    settings = Settings.from_env(environ)
     progress("== schema: CQL migrations and Kafka topics")
     from tickwheel.commands import run_migrate
 
     asyncio.run(run_migrate(settings))
     progress("== processes: " + ", ".join(PROCESSES))
     for name, port in ports(settings).items():
-        start_process(stack_dir, name, port, progress)
+        start_process(stack_dir, name, port, progress, environ)
     progress(f"== console: {console_url(settings)}  (operator key in {operator_key_file})")
     return settings
+
+
+def process_environment(stack_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the processes `up` starts: `environ` over the local platform's defaults, naming
+    .stack/env explicitly (a process reads it only when told to; they run with .stack/<name>/ as cwd)."""
+    local_defaults = {
+        # Locally the worker may call loopback targets (the demo's sink); production has no such default.
+        "TICKWHEEL_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
+        "TICKWHEEL_API_OPERATOR_KEY_SHA256": operator_key_sha256(stack_dir),
+    }
+    return {**local_defaults, **environ, "TICKWHEEL_ENV_FILE": str((stack_dir / "env").resolve())}
+
+
+def local_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The local platform's settings: `environ` (default: this process's) over .stack/env, as `up` gives them."""
+    return Settings.from_env(environ, env_file=stack.stack_dir() / "env")
 
 
 def console_url(settings: Settings) -> str:
@@ -66,20 +81,25 @@ def ensure_operator_key(stack_dir: Path) -> Path:
         stack_dir.mkdir(parents=True, exist_ok=True)
         key_file.write_text(f"op_{secrets.token_urlsafe(24)}\n")
         key_file.chmod(0o600)
-    digest = hashlib.sha256(key_file.read_text().strip().encode()).hexdigest()
-    os.environ.setdefault("TICKWHEEL_API_OPERATOR_KEY_SHA256", digest)
     return key_file
 
 
-def start_process(stack_dir: Path, name: str, port: int, progress: Any = print) -> int:
-    """Start one platform process unless it already runs; wait for its /readyz."""
+def operator_key_sha256(stack_dir: Path) -> str:
+    """The sha256 (hex) of the local operator key: all the API is given of it."""
+    return hashlib.sha256(ensure_operator_key(stack_dir).read_text().strip().encode()).hexdigest()
+
+
+def start_process(
+    stack_dir: Path, name: str, port: int, progress: Any = print, environ: Mapping[str, str] | None = None
+) -> int:
+    """Start one platform process unless it already runs (with `environ`, default this one's); wait for /readyz."""
     pid = process.read_pid(stack_dir, name)
     if pid is not None and ready(port):
         progress(f"{name}: reusing pid {pid} on port {port}")
         return pid
     if pid is not None:
         process.terminate(stack_dir, name)
-    pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", name])
+    pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", name], environ)
     deadline = time.monotonic() + READY_TIMEOUT_S
     while not ready(port):
         if not process.is_running(pid) or time.monotonic() > deadline:
@@ -106,10 +126,10 @@ def down(stack_dir: Path, progress: Any = print) -> None:
 
 
 def add_commands(subparsers: Any) -> None:
-    p = subparsers.add_parser("up", help="bring up the whole platform locally (servers, schema, processes)")
+    p = subparsers.add_parser("up", help=DEV_COMMANDS["up"])
     p.add_argument("--demo", action="store_true", help="then create a demo tenant and jobs and show them run")
     p.set_defaults(func=_run_up)
-    p = subparsers.add_parser("down", help="stop the platform processes (and with --all, the servers too)")
+    p = subparsers.add_parser("down", help=DEV_COMMANDS["down"])
     p.add_argument("--all", action="store_true", help="also stop Cassandra, Kafka, ZooKeeper and Redis")
     p.set_defaults(func=_run_down)
 
@@ -118,7 +138,7 @@ def _run_up(args: Any) -> int:
     stack_dir = stack.stack_dir()
     settings = up(stack_dir)
     if args.demo:
-        from tickwheel.demo import run_demo
+        from tickwheel.dev.demo import run_demo
 
         return int(asyncio.run(run_demo(settings, stack_dir)))
     return 0

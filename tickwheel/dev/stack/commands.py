@@ -7,8 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from tickwheel.stack.lifecycle import SPECS, down, status, up
-from tickwheel.stack.process import StackError, log_path, tail
+from tickwheel.cli import DEV_COMMANDS
+from tickwheel.dev.stack.lifecycle import SPECS, down, status, up
+from tickwheel.dev.stack.process import StackError, log_path, tail
 
 
 def stack_dir() -> Path:
@@ -18,7 +19,7 @@ def stack_dir() -> Path:
 
 def add_stack_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Register `stack` with its sub-commands; each sets `func(args) -> int`."""
-    stack = subparsers.add_parser("stack", help="local Cassandra, Kafka, ZooKeeper and Redis")
+    stack = subparsers.add_parser("stack", help=DEV_COMMANDS["stack"])
     commands = stack.add_subparsers(dest="stack_command", required=True)
     cmd_up = commands.add_parser("up", help="start the local servers and wait until they answer")
     cmd_up.add_argument("--only", type=_names, default=None, help=f"comma-separated subset of: {','.join(SPECS)}")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from tickwheel.settings import host_port
-from tickwheel.stack.process import (
+from tickwheel.dev.stack.process import (
     ServerSpec,
     StackError,
     ensure_maven_jars,
@@ -14,6 +13,7 @@ from tickwheel.stack.process import (
     port_open,
     server_dir,
 )
+from tickwheel.settings import host_port
 
 log = logging.getLogger(__name__)
 

@@ -4,8 +4,8 @@
 `start_server` / `stop_server` / `wait_ready` for tests that stop and restart a server.
 """
 
-from tickwheel.stack.commands import add_stack_commands, stack_dir
-from tickwheel.stack.lifecycle import (
+from tickwheel.dev.stack.commands import add_stack_commands, stack_dir
+from tickwheel.dev.stack.lifecycle import (
     SPECS,
     ServerStatus,
     down,
@@ -17,7 +17,7 @@ from tickwheel.stack.lifecycle import (
     up,
     wait_ready,
 )
-from tickwheel.stack.process import StackError
+from tickwheel.dev.stack.process import StackError
 
 __all__ = [
     "SPECS",

@@ -16,9 +16,9 @@ from typing import Any
 
 import aiohttp
 
-from tickwheel.platform import console_url
+from tickwheel.dev.platform import console_url
+from tickwheel.dev.stack import process
 from tickwheel.settings import Settings
-from tickwheel.stack import process
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
 

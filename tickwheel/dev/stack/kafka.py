@@ -8,8 +8,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from tickwheel.settings import host_port
-from tickwheel.stack.process import (
+from tickwheel.dev.stack.process import (
     ServerSpec,
     StackError,
     ensure_maven_jars,
@@ -17,6 +16,7 @@ from tickwheel.stack.process import (
     port_open,
     server_dir,
 )
+from tickwheel.settings import host_port
 
 log = logging.getLogger(__name__)
 

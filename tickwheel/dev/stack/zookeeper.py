@@ -6,14 +6,14 @@ import logging
 import socket
 from pathlib import Path
 
-from tickwheel.settings import host_port
-from tickwheel.stack.process import (
+from tickwheel.dev.stack.process import (
     ServerSpec,
     StackError,
     ensure_apt_packages,
     java_bin,
     server_dir,
 )
+from tickwheel.settings import host_port
 
 log = logging.getLogger(__name__)
 # kazoo's own logger for probe clients: "Connection dropped" while ZooKeeper starts is expected, not news.

@@ -6,14 +6,14 @@ import logging
 import shutil
 from pathlib import Path
 
-from tickwheel.settings import host_port
-from tickwheel.stack.process import (
+from tickwheel.dev.stack.process import (
     ServerSpec,
     StackError,
     ensure_apt_packages,
     port_open,
     server_dir,
 )
+from tickwheel.settings import host_port
 
 log = logging.getLogger(__name__)
 

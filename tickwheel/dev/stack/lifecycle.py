@@ -11,9 +11,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from tickwheel.settings import host_port
-from tickwheel.stack import cassandra, kafka, redis, zookeeper
-from tickwheel.stack.process import (
+from tickwheel.dev.stack import cassandra, kafka, redis, zookeeper
+from tickwheel.dev.stack.process import (
     ServerSpec,
     StackError,
     is_running,
@@ -25,6 +24,7 @@ from tickwheel.stack.process import (
     tail,
     terminate,
 )
+from tickwheel.settings import host_port
 
 log = logging.getLogger(__name__)
 
