@@ -317,3 +317,13 @@ async def test_what_the_reconciler_reads_the_occurrences_recorded_in_a_window(po
     assert await ports.scheduled_between(made.job_id, *window) == [second_at, first.scheduled_at]
     assert await ports.scheduled_between(made.job_id, first.scheduled_at, second_at) == [second_at]
     assert await ports.version_started_at(made.job_id, 1) is None  # no change recorded in the audit log
+
+
+async def test_an_outcome_given_its_lease_removes_the_lease_check_row(ports: Both) -> None:
+    run = await a_run(ports)
+    now = datetime.now(UTC)
+    lease_until = whole_ms(now + timedelta(seconds=30))
+    await ports.claim(run, 0, "w", lease_until, now)
+    assert (1, "lease_check", epoch_ms(lease_until)) in await due_keys(ports, run)
+    assert await ports.finish(run, 1, AttemptResult(RunStatus.SUCCEEDED), "w", now, now, lease_until)
+    assert {key for key in await due_keys(ports, run) if key[1] == "lease_check"} == set()
