@@ -39,6 +39,7 @@ SCHEDULE_INSTANTS = (("run_at", "runAt"), ("start_at", "startAt"), ("end_at", "e
 MAX_ATTEMPTS = 100
 MAX_TOLERANCE_S = 86_400
 MAX_CATCH_UP = 1000
+MAX_ASYNC_LEASE_S = 7 * 86_400  # an asynchronous run's lease, counted from its claim
 
 
 def check_definition(definition: JobDefinition, *, min_interval_s: int, kafka_topic_prefix: str) -> Schedule:
@@ -58,7 +59,20 @@ def check_definition(definition: JobDefinition, *, min_interval_s: int, kafka_to
         check_url(definition.alert_url, "alertUrl")
     if definition.notify is not None and definition.notify.url is not None:
         check_url(definition.notify.url, "notify.url")
+    if definition.async_completion is not None:
+        check_async_completion(definition)
     return schedule
+
+
+def check_async_completion(definition: JobDefinition) -> None:
+    """Asynchronous completion needs an HTTP target (a 202 is how a call asks for it) and leases in range."""
+    completion = definition.async_completion
+    assert completion is not None
+    if not isinstance(definition.target, HttpTarget):
+        raise InvalidInput("asyncCompletion needs an http target (it answers 202 to finish later)",
+                           field="asyncCompletion")  # fmt: skip
+    _check_range(completion.max_lease_s, 1, MAX_ASYNC_LEASE_S, "asyncCompletion.maxLeaseS")
+    _check_range(completion.lease_s, 1, completion.max_lease_s, "asyncCompletion.leaseS")
 
 
 def check_schedule(definition: JobDefinition | ScheduleDoc, min_interval_s: int) -> Schedule:

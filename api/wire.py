@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from schemas.messages import JobDefinition, Lane, NotifyDoc, RetryDoc, ScheduleDoc, Target
+from schemas.messages import AsyncCompletionDoc, JobDefinition, Lane, NotifyDoc, RetryDoc, ScheduleDoc, Target
 from tickwheel.core.instants import format_instant
 from tickwheel.errors import InvalidInput, MalformedRequest, PayloadTooLarge
 
@@ -36,6 +36,7 @@ class JobBody(msgspec.Struct, forbid_unknown_fields=True, rename="camel"):
     alert_url: str | None = None
     name: str | None = None
     notify: NotifyDoc | None = None
+    async_completion: AsyncCompletionDoc | None = None
 
 
 MAX_JSON_DEPTH = 64
@@ -144,6 +145,7 @@ def to_definition(body: JobBody, max_payload_bytes: int) -> JobDefinition:
         alert_url=body.alert_url,
         name=body.name,
         notify=body.notify,
+        async_completion=body.async_completion,
     )
 
 

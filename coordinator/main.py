@@ -19,14 +19,18 @@ from coordinator.assignment import next_assignment, unowned
 from coordinator.forecast import forecast
 from coordinator.liveness import MemberProbe
 from coordinator.mover import FarMover
+from coordinator.reconciler import Reconciler, missed_message
 from coordinator.sweeper import Sweeper
-from schemas.messages import ShardAssignment, decode_assignment, encode
+from schemas.messages import ShardAssignment, decode_assignment, encode, topic_names
 from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.near import NearAnnouncer
 from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, SessionState, ZooKeeper
+from tickwheel.core.reconcile import Finding
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import Job
 from tickwheel.store.ports import CoordinatorStore
 from tickwheel.store.tables import CassandraTables
 
@@ -48,12 +52,14 @@ class Coordinator:
         store: CoordinatorStore,
         *,
         name: str,
+        reconciler: Reconciler | None = None,
         clock: Callable[[], float] = time.time,
     ):
         self.settings = settings
         self.zk = zk
         self.sweeper = sweeper
         self.mover = mover
+        self.reconciler = reconciler
         self.store = store
         self.name = name
         self._clock = clock
@@ -79,7 +85,10 @@ class Coordinator:
         self.zk.on_state(self._on_state)
         for path in (MEMBERS, LEAVING, "/coordinator"):
             await self.zk.ensure_path(path)
-        loops = (self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop, self._move_loop)
+        loops = (
+            self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop, self._move_loop,
+            self._reconcile_loop,
+        )  # fmt: skip
         for loop in (*loops, self._probe_loop):
             self._spawn(loop())
 
@@ -209,6 +218,17 @@ class Coordinator:
                 except Exception as exc:
                     log.warning("sweep failed: %s", exc)
 
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.settings.coordinator.reconcile_interval_s)
+            if self.leader and self.reconciler is not None:
+                try:
+                    findings = await self.reconciler.reconcile(self.now())
+                    if findings:
+                        log.warning("reconciler found %s", {v.value: n for v, n in findings.items()})
+                except Exception as exc:
+                    log.warning("reconciling failed: %s", exc)
+
     async def _probe_loop(self) -> None:
         while True:
             await asyncio.sleep(self.settings.coordinator.member_probe_interval_s)
@@ -238,6 +258,24 @@ class Coordinator:
                 except Exception as exc:
                     log.warning("forecast failed: %s", exc)
             await asyncio.sleep(cfg.forecast_interval_s)
+
+
+@dataclass
+class MissedSender:
+    """Puts the reconciler's unrepaired misses on the job's lane, where a worker turns them into `missed` run
+    events (worker/pipeline.py: kind `missed`)."""
+
+    settings: Settings
+    producer: KafkaProducer
+
+    async def send(self, job: Job, finding: Finding) -> None:
+        due = missed_message(job, finding, self.now())
+        topic = topic_names(self.settings.kafka.topic_prefix)[due.lane]
+        await self.producer.send(topic, encode(due), key=str(job.job_id).encode())
+
+    @staticmethod
+    def now() -> datetime:
+        return datetime.now(UTC)
 
 
 @dataclass
@@ -271,7 +309,8 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
     await zk.start()
     tables = CassandraTables(store)
     sweeper, mover = Sweeper(settings, tables, producer), FarMover(settings, tables, producer)
-    coordinator = Coordinator(settings, zk, sweeper, mover, tables, name=name)
+    reconciler = Reconciler(settings, tables, NearAnnouncer(settings, producer), MissedSender(settings, producer).send)
+    coordinator = Coordinator(settings, zk, sweeper, mover, tables, name=name, reconciler=reconciler)
     health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
     await health.start()
     await coordinator.start()

@@ -2,12 +2,22 @@
 recorded for them; what is missing is written again within the job's catch-up policy, and everything else is a
 `missed` fire, counted per reason, logged, and handed to `on_missed` (the run-event notifications).
 
-The window of a job is (the later of: when the job reached its current version, now - lookback; the earlier of:
-now - grace, just before its next run]: an occurrence before the job's current version belonged to another
-schedule (or to a pause), one within `grace` of now may still be on its way (the chain writes each next run
-when the previous one fires), and the next run itself is the sweeper's. When the
-audit log no longer holds the version's start, the lookback alone bounds the window. The decision is pure
-(`tickwheel.core.reconcile`); this module reads, repairs and counts.
+The window of a job is (the latest of: when the job reached its current version, when it was created, now -
+lookback; the earlier of: now - grace, just before its next run]: an occurrence before the job's current
+version belonged to another schedule (or to a pause), one within `grace` of now may still be on its way (the
+chain writes each next run when the previous one fires), and the next run itself is the sweeper's. When the
+audit log no longer holds the version's start, the creation and the lookback bound the window. The decision is
+pure (`tickwheel.core.reconcile`); this module reads, repairs and counts.
+
+A pass reads at most `reconcile_pages_per_pass` pages of the jobs table and the next pass resumes after them, so
+a pass costs the same however many jobs there are; a full cycle over N jobs takes N / (pages x page size) passes,
+which must stay inside the lookback for every miss to be seen (defaults: 10,000 jobs a pass every 10 minutes,
+1.44 million jobs a day). Each job visited costs one read of its run history over its window, plus one of the
+audit log the first time its version is seen (cached per job and version).
+
+A miss is told to the job's notification route as a `missed` run event: the coordinator produces a DueRun of
+kind `missed` onto the job's lane (`missed_message`), and the worker that consumes it hands it to its Notifier
+(the notification path with its signing, egress guard and retries lives in the worker).
 """
 
 from __future__ import annotations
@@ -17,6 +27,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
+import msgspec
+
+from schemas.messages import DueRun
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.reconcile import Finding, Verdict, promised, reconcile
@@ -30,6 +43,7 @@ from tickwheel.store.ports import ReconcilerStore
 log = logging.getLogger(__name__)
 
 ONE_MS = timedelta(milliseconds=1)
+VERSIONS_CACHED = 100_000  # (job, version) -> when that version began; cleared whole when it grows past this
 
 OnMissed = Callable[[Job, Finding], Awaitable[None]]
 
@@ -49,32 +63,46 @@ class Reconciler:
         # Misses already reported (job, occurrence) -> when they leave every window: each is counted and sent
         # once per active coordinator (a new leader reports what is still inside its lookback once more).
         self._reported: dict[tuple[uuid.UUID, datetime], datetime] = {}
+        self._cursor: str | None = None  # where the next pass resumes in the jobs table (None: at the start)
+        self._version_started: dict[tuple[uuid.UUID, int], datetime | None] = {}
 
     async def reconcile(self, now: datetime) -> dict[Verdict, int]:
-        """One paged pass; returns how many occurrences got each verdict."""
+        """One pass over the next `reconcile_pages_per_pass` pages of jobs (from where the last pass stopped);
+        returns how many occurrences got each verdict."""
         counts: dict[Verdict, int] = {}
         self._reported = {key: until for key, until in self._reported.items() if until > now}
-        cursor: str | None = None
-        while True:
-            page_size = self.settings.coordinator.sweep_page_size
-            jobs, cursor = await self.store.scan_jobs(page_size=page_size, cursor=cursor)
+        cfg = self.settings.coordinator
+        for _ in range(cfg.reconcile_pages_per_pass):
+            jobs, self._cursor = await self.store.scan_jobs(page_size=cfg.sweep_page_size, cursor=self._cursor)
             for job in jobs:
                 if job.state is not JobState.ACTIVE:
                     continue
                 for finding in await self.check(job, now):
                     counts[finding.verdict] = counts.get(finding.verdict, 0) + 1
-            if cursor is None:
-                return counts
+            if self._cursor is None:  # the cycle is complete; the next pass starts again at the beginning
+                break
+        return counts
 
     async def window(self, job: Job, now: datetime) -> tuple[datetime, datetime]:
         """(after, until] of the occurrences this job is held to now: never its next run or later (those are
         not due yet, or the sweeper's)."""
-        started = await self.store.version_started_at(job.job_id, job.version)
+        started = await self.version_started(job)
         after = now - self.lookback if started is None else max(started, now - self.lookback)
+        if job.created_at is not None:  # nothing was promised before the job existed (a job with no audit row)
+            after = max(after, job.created_at)
         until = now - self.grace
         if job.next_run_at is not None:
             until = min(until, job.next_run_at - ONE_MS)
         return after, until
+
+    async def version_started(self, job: Job) -> datetime | None:
+        """When the job reached its current version (audit log), read once per job and version."""
+        key = (job.job_id, job.version)
+        if key not in self._version_started:
+            if len(self._version_started) >= VERSIONS_CACHED:
+                self._version_started.clear()
+            self._version_started[key] = await self.store.version_started_at(job.job_id, job.version)
+        return self._version_started[key]
 
     async def check(self, job: Job, now: datetime) -> list[Finding]:
         """Compare one job's window, repair what the catch-up policy allows, count and report the rest."""
@@ -112,3 +140,10 @@ class Reconciler:
         )  # fmt: skip
         if self.on_missed is not None:
             await self.on_missed(job, finding)
+
+
+def missed_message(job: Job, finding: Finding, now: datetime) -> DueRun:
+    """The lane message that tells the job's notification route of an unrepaired miss: a DueRun of kind
+    `missed` for the occurrence's run id, with the reason."""
+    due = due_run_for(run_of(job, finding.at, fire_at=now), kind="missed")
+    return msgspec.structs.replace(due, missed_reason=finding.verdict.value)

@@ -13,7 +13,7 @@ import msgspec
 
 Lane = Literal["urgent", "default", "bulk"]
 LANES: tuple[Lane, ...] = ("urgent", "default", "bulk")
-RunKind = Literal["run", "lease_check"]
+RunKind = Literal["run", "lease_check", "missed"]  # missed: the reconciler's report, for run-event notifications
 
 
 class Base(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel", omit_defaults=True):
@@ -96,6 +96,15 @@ class NotifyDoc(Base, frozen=True):
     url: str | None = None
 
 
+class AsyncCompletionDoc(Base, frozen=True):
+    """A job's opt-in to asynchronous completion: a target that answers 202 leaves the run RUNNING under a lease
+    of `lease_s` (heartbeats extend it), and reports the outcome with POST /v1/runs/{run_id}/complete; no lease
+    runs past the claim plus `max_lease_s`."""
+
+    lease_s: int = 300
+    max_lease_s: int = 3600
+
+
 class JobDefinition(Base, frozen=True):
     """What a tenant asked for; stored as one document in `jobs.definition`."""
 
@@ -111,6 +120,7 @@ class JobDefinition(Base, frozen=True):
     alert_url: str | None = None
     name: str | None = None
     notify: NotifyDoc | None = None
+    async_completion: AsyncCompletionDoc | None = None
 
 
 class DueRun(Base, frozen=True):
@@ -129,6 +139,7 @@ class DueRun(Base, frozen=True):
     tolerance_ms: int = 0
     fired_at_ms: int = 0
     recurring: bool | None = None  # None: written before the flag existed (firing reads the job to know)
+    missed_reason: str | None = None  # kind "missed": why the reconciler did not repair it (core.reconcile.Verdict)
 
 
 class OwnerAlert(Base, frozen=True):
@@ -161,6 +172,15 @@ class RunEventMessage(Base, frozen=True):
     type: str  # run.failed | run.dead | run.recovered | run.succeeded | run.missed
     timestamp: str
     data: RunEventData
+
+
+class CompletionReport(Base, frozen=True):
+    """An asynchronous run's outcome as its target reported it (POST /v1/runs/{run_id}/complete), kept in
+    `runs.reported[attempt]` until a worker records it."""
+
+    outcome: Literal["succeeded", "failed"]
+    detail: str | None = None
+    reported_at_ms: int = 0
 
 
 class ShardAssignment(Base, frozen=True):
@@ -203,6 +223,10 @@ def decode_alert(data: bytes | str) -> OwnerAlert:
 
 def decode_run_event(data: bytes | str) -> RunEventMessage:
     return msgspec.json.decode(data, type=RunEventMessage)
+
+
+def decode_report(data: bytes | str) -> CompletionReport:
+    return msgspec.json.decode(data, type=CompletionReport)
 
 
 def topic_names(prefix: str) -> dict[str, str]:

@@ -65,11 +65,19 @@ claims = Counter("tickwheel_claims_total", "Claim attempts", ["result"])
 deferrals = Counter("tickwheel_deferrals_total", "Runs deferred without spending an attempt", ["reason"])
 dead_letters = Counter("tickwheel_dead_letters_total", "Runs dead-lettered", ["reason"])
 inflight = Gauge("tickwheel_worker_inflight", "Calls in flight", ["lane"])
+fair_queue = Gauge(
+    "tickwheel_worker_fair_queue", "Consumed runs waiting for a slot in the lane's fair-share queue", ["lane"]
+)
 notifications = Counter(
     "tickwheel_notifications_total", "Run-event notifications by outcome", ["event", "result"]
 )
 notification_queue = Gauge("tickwheel_notification_queue", "Run-event notifications waiting to be sent")
 lease_timeouts = Counter("tickwheel_lease_timeouts_total", "Runs whose lease expired while RUNNING")
+async_completions = Counter(
+    "tickwheel_async_completions_total",
+    "Asynchronous runs: held after a 202, outcomes reported (or refused) by the API, recorded by a worker",
+    ["event"],
+)
 
 # adapters
 cql_statements = Counter(

@@ -130,6 +130,9 @@ class WorkerSettings:
     breaker_open_s: float = 30.0
     shutdown_grace_s: float = 20.0
     commit_interval_s: float = 1.0
+    # Runs a lane reads beyond its free slots into its per-tenant fair-share queue (worker/consumer.py); the
+    # deeper, the larger a backlog a small tenant's runs can overtake. 0: no fair share, runs start in arrival order.
+    fair_share_readahead: int = 20_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +151,7 @@ class CoordinatorSettings:
     member_probe_interval_s: float = 0.5
     reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
     reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
+    reconcile_pages_per_pass: int = 20  # pages of sweep_page_size jobs one pass reads; the next pass resumes there
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,13 @@
 """One lane's consumer: polls the lane topic, keeps up to the lane's reserved concurrency of runs in flight,
 and commits offsets only below the oldest message still in flight.
 
+Fair share between tenants: the consumer reads up to `fair_share_readahead` messages beyond its free slots into a
+weighted deficit-round-robin queue keyed by tenant (`tickwheel.core.fairshare`, weights from the tenant record),
+and starts runs in that order, so a small tenant's runs start within a round of arriving however large another
+tenant's backlog ahead of them in the topic. A message waiting in the queue counts as in flight for the offsets
+(it is not committed until handled); a worker that dies hands it back like any unfinished run. A readahead of 0
+turns fair share off: runs start in arrival order.
+
 Each lane has its own consumer and its own capacity, so urgent runs never wait behind a bulk backlog. On stop it
 polls no more, lets what it holds finish (up to `shutdown_grace_s`), cancels the rest (the handler hands those
 runs back) and commits what was finished.
@@ -17,7 +24,9 @@ from collections.abc import Awaitable, Callable
 import msgspec
 
 from schemas.messages import DueRun, Lane, decode_due_run, topic_names, worker_group
+from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaConsumer, Record
+from tickwheel.core.fairshare import FairQueue
 from tickwheel.errors import TickwheelError
 from tickwheel.settings import Settings
 from worker.offsets import OffsetTracker
@@ -25,12 +34,14 @@ from worker.offsets import OffsetTracker
 log = logging.getLogger(__name__)
 
 Handler = Callable[[DueRun], Awaitable[None]]
+WeightOf = Callable[[str], int]
 RETRIES = 5  # a server that does not answer: try the message again a few times before leaving it to re-firing
 POLL_TIMEOUT_S = 0.25
+POLL_BATCH = 2000  # messages per poll at most: fewer hops to the consumer's thread while a backlog is read
 
 
 class LaneConsumer:
-    def __init__(self, settings: Settings, lane: Lane, handle: Handler):
+    def __init__(self, settings: Settings, lane: Lane, handle: Handler, weight_of: WeightOf = lambda _: 1):
         self.settings = settings
         self.lane = lane
         self.handle = handle
@@ -38,6 +49,10 @@ class LaneConsumer:
         self.topic = topic_names(prefix)[lane]
         self.group = worker_group(prefix, lane)
         self.capacity: int = getattr(settings.worker, f"concurrency_{lane}")
+        self.readahead = settings.worker.fair_share_readahead
+        # Fair share off: one key for every tenant, so the queue is first in, first out.
+        self._key_of: Callable[[DueRun], str] = (lambda due: due.tenant_id) if self.readahead > 0 else (lambda _: "")
+        self.waiting: FairQueue[str, tuple[Record, DueRun]] = FairQueue(weight_of)
         self.tracker = OffsetTracker()
         self._tasks: set[asyncio.Task[None]] = set()
         self._slot_free = asyncio.Event()
@@ -72,21 +87,45 @@ class LaneConsumer:
 
     async def _loop(self, consumer: KafkaConsumer) -> None:
         last_commit = time.monotonic()
+        idle = False
         while not self._stopping.is_set():
             free = self.capacity - len(self._tasks)
-            if free <= 0:
+            room = free + self.readahead - len(self.waiting)
+            if room <= 0 or (free <= 0 and idle):
                 self._slot_free.clear()
                 await _wait(self._slot_free, POLL_TIMEOUT_S)
+                idle = False
             else:
-                for record in await consumer.poll(min(free, 500), POLL_TIMEOUT_S):
-                    self._start(record)
+                # Every slot busy: look without blocking for what arrived (a late tenant's runs must reach the queue
+                # while the slots work through a backlog), then wait for a slot.
+                records = await consumer.poll(min(room, POLL_BATCH), POLL_TIMEOUT_S if free > 0 else 0)
+                for record in records:
+                    self._enqueue(record)
+                idle = not records
+            self._start_waiting()
             if time.monotonic() - last_commit >= self.settings.worker.commit_interval_s:
                 await self._commit(consumer)
                 last_commit = time.monotonic()
 
-    def _start(self, record: Record) -> None:
+    def _enqueue(self, record: Record) -> None:
+        try:
+            due = decode_due_run(record.value)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            log.error("undecodable message at %s/%s@%s dropped: %s", record.topic, record.partition, record.offset, exc)
+            self.tracker.started(record.topic, record.partition, record.offset)
+            self.tracker.finished(record.topic, record.partition, record.offset)
+            return
         self.tracker.started(record.topic, record.partition, record.offset)
-        task = asyncio.create_task(self._process(record), name=f"run {record.topic}/{record.partition}@{record.offset}")
+        self.waiting.push(self._key_of(due), (record, due))
+
+    def _start_waiting(self) -> None:
+        """Start waiting runs in fair order while slots are free."""
+        while len(self._tasks) < self.capacity and (taken := self.waiting.pop()) is not None:
+            self._start(*taken[1])
+        metrics.fair_queue.labels(self.lane).set(len(self.waiting))
+
+    def _start(self, record: Record, due: DueRun) -> None:
+        task = asyncio.create_task(self._process(due), name=f"run {record.topic}/{record.partition}@{record.offset}")
         self._tasks.add(task)
         task.add_done_callback(lambda t: self._done(t, record))
 
@@ -97,12 +136,7 @@ class LaneConsumer:
             self.tracker.finished(record.topic, record.partition, record.offset)
         self._slot_free.set()
 
-    async def _process(self, record: Record) -> None:
-        try:
-            due = decode_due_run(record.value)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            log.error("undecodable message at %s/%s@%s dropped: %s", record.topic, record.partition, record.offset, exc)
-            return
+    async def _process(self, due: DueRun) -> None:
         extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
         for tries in range(1, RETRIES + 1):
             try:

@@ -83,5 +83,24 @@ class TenantCache:
             self._cache.pop(tenant_id, None)  # a failed read is not cached
             raise
 
+    def weight_of(self, tenant_id: str) -> int:
+        """The tenant's fair-share weight as cached, without waiting: 1 until its row has been read (the read is
+        started here, so the next turn has it)."""
+        cached = self._cache.get(tenant_id)
+        if cached is None or time.monotonic() - cached[0] >= self.ttl_s:
+            task = asyncio.ensure_future(self.get(tenant_id))
+            task.add_done_callback(_ignore_failure)
+            return 1
+        future = cached[1]
+        if future.done() and not future.cancelled() and future.exception() is None:
+            return future.result().weight or 1
+        return 1
+
     async def _read(self, tenant_id: str) -> Tenant:
         return await self.store.call_settings(tenant_id)
+
+
+def _ignore_failure(task: asyncio.Future[Tenant]) -> None:
+    """A weight read that failed is tried again at the tenant's next turn; the run's own read will report it."""
+    if not task.cancelled():
+        task.exception()

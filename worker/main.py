@@ -77,7 +77,7 @@ class Worker:
             announcer=self.announcer, notifier=self.notifier,
         )
         for lane in self.lanes():
-            consumer = LaneConsumer(s, lane, self.handler.handle)
+            consumer = LaneConsumer(s, lane, self.handler.handle, self.handler.tenants.weight_of)
             self.consumers.append(consumer)
             self._tasks.append(asyncio.create_task(consumer.run(), name=f"lane {lane}"))
         await asyncio.wait_for(asyncio.gather(*(c.subscribed.wait() for c in self.consumers)), 30)

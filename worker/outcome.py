@@ -6,7 +6,7 @@ import base64
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.messages import HttpTarget, JobDefinition
+from schemas.messages import CompletionReport, HttpTarget, JobDefinition
 from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, classify, decide, parse_retry_after
 from tickwheel.store.runs import AttemptResult, RunStatus
 from worker.targets import CallResult
@@ -52,20 +52,46 @@ def judge(
     outcome = outcome_of(result, definition)
     retry_after_s = parse_retry_after(result.retry_after, now)
     decision = decide(policy, outcome, attempt, scheduled_at, now, rand, retry_after_s)
-    if decision.succeeded:
-        status = RunStatus.SUCCEEDED
-    elif decision.dead:
-        status = RunStatus.DEAD
-    else:
-        status = RunStatus.RETRY
     record = AttemptResult(
-        status=status,
+        status=status_of(decision),
         response_code=result.status,
         error=error_text(result, decision),
         response_excerpt=result.excerpt.decode("utf-8", errors="replace") if result.excerpt else None,
         retry_at=decision.retry_at,
     )
     return Verdict(outcome, decision, record)
+
+
+def answers_later(result: CallResult, definition: JobDefinition) -> bool:
+    """Whether the call asked to finish later: a 202 from the target of a job that opted in to asynchronous
+    completion (any other job's 202 is a success like any 2xx)."""
+    return definition.async_completion is not None and result.status == 202
+
+
+def judge_report(
+    report: CompletionReport,
+    policy: RetryPolicy,
+    attempt: int,
+    scheduled_at: datetime,
+    now: datetime,
+    rand: float,
+) -> Verdict:
+    """The verdict on an asynchronous run's reported outcome: `failed` goes through the retry policy like a failed
+    call (retry or dead), `succeeded` succeeds; the report's detail is the attempt's error or excerpt."""
+    outcome = Outcome.SUCCESS if report.outcome == "succeeded" else Outcome.RETRY
+    decision = decide(policy, outcome, attempt, scheduled_at, now, rand)
+    if decision.succeeded:
+        return Verdict(outcome, decision, AttemptResult(RunStatus.SUCCEEDED, response_excerpt=report.detail))
+    what = f"reported failed: {report.detail}" if report.detail else "reported failed"
+    error = f"{what}; {decision.dead_reason}" if decision.dead_reason else what
+    return Verdict(outcome, decision, AttemptResult(status_of(decision), error=error, retry_at=decision.retry_at))
+
+
+def status_of(decision: RetryDecision) -> RunStatus:
+    """The run status a retry decision records."""
+    if decision.succeeded:
+        return RunStatus.SUCCEEDED
+    return RunStatus.DEAD if decision.dead else RunStatus.RETRY
 
 
 def error_text(result: CallResult, decision: RetryDecision) -> str | None:

@@ -8,6 +8,12 @@
     record  SUCCEEDED | RETRY (new run row at retry_at) | DEAD (dead letter + alert), conditioned on the attempt
 
 A lease check that fires while its attempt still runs past the lease times the run out into RETRY (or DEAD).
+
+Asynchronous completion: a job with `asyncCompletion` whose target answers 202 is held RUNNING under a lease of
+`leaseS` (never past the claim plus `maxLeaseS`); its target reports the outcome to the API, which fences it into
+the run row (`runs.reported[attempt]`) and fires a lease check at once; the lease check finds the report and
+records it here, through the same `record` as a synchronous call. No report and no heartbeat before the lease
+ends: the lease check times the run out into its retry policy.
 """
 
 from __future__ import annotations
@@ -19,11 +25,12 @@ import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, HttpTarget, RunKind
+from schemas.messages import DueRun, HttpTarget, RunKind, decode_report
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.instants import epoch_ms
-from tickwheel.core.retry import Outcome, RetryDecision, decide, deferral_dead_reason
+from tickwheel.core.notify import MISSED
+from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
 from tickwheel.model import retry_policy_of
@@ -31,12 +38,12 @@ from tickwheel.settings import Settings
 from tickwheel.store import buckets
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.ports import WorkerStore
-from tickwheel.store.records import RUNNABLE, JobHead, JobState, NewRun, RunStatus
+from tickwheel.store.records import RUNNABLE, JobHead, JobState, NewRun, Run, RunStatus
 from tickwheel.store.runs import AttemptResult
 from worker.context import RunContext, TenantCache
 from worker.dead import DeadLetters
 from worker.notify import Notifier
-from worker.outcome import Verdict, breaker_failure, judge
+from worker.outcome import Verdict, answers_later, breaker_failure, judge, judge_report
 from worker.requests import call_body, call_headers
 from worker.targets import CallResult, HttpCaller, KafkaCaller
 
@@ -84,6 +91,8 @@ class RunHandler:
     async def handle(self, due: DueRun) -> None:
         if due.kind == "lease_check":
             await self.check_lease(due)
+        elif due.kind == "missed":
+            await self.report_missed(due)
         else:
             await self.run(due)
 
@@ -102,6 +111,7 @@ class RunHandler:
             if not await self.claim(ctx, started):
                 return
             result = await self.call(ctx, attempt=due.attempt + 1)
+            held = answers_later(result, ctx.definition)
             verdict = judge(
                 result, ctx.definition, retry_policy_of(ctx.definition), due.attempt + 1, ctx.scheduled_at,
                 self.clock(), self.rand(),
@@ -110,7 +120,29 @@ class RunHandler:
         finally:
             if self.limits is not None and isinstance(permit, Permit):
                 await asyncio.shield(self.limits.release(permit, failed, epoch_ms(self.clock())))
-        await self.record(ctx, due.attempt + 1, result, verdict, started)
+        if held:
+            await self.hold(ctx, due.attempt + 1, started)
+        else:
+            await self.record(ctx, due.attempt + 1, result, verdict, started)
+
+    async def hold(self, ctx: RunContext, attempt: int, started: datetime) -> None:
+        """The target answered 202: keep the run RUNNING under the job's asynchronous lease instead of the call's
+        (fenced; a lease a heartbeat already moved is kept), until its report or its lease check."""
+        completion = ctx.definition.async_completion
+        assert completion is not None
+        now = self.clock()
+        lease_until = min(now + timedelta(seconds=completion.lease_s),
+                          started + timedelta(seconds=completion.max_lease_s))  # fmt: skip
+        claimed_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # as `claim` wrote it
+        transition = await self.store.hold_lease(ctx.run, attempt, claimed_until, lease_until)
+        if not transition.applied:
+            log.info("held run no longer at attempt %s: %s", attempt, transition.found.status, extra=ctx.log)
+            return
+        metrics.async_completions.labels("held").inc()
+        held_until = transition.lease_until
+        assert held_until is not None  # an applied lease write tells the lease it left
+        if self.announcer is not None and not self.announcer.rescan_finds(held_until, now):
+            self.announce(ctx.run, attempt, "lease_check", held_until, now)
 
     async def load(self, due: DueRun) -> RunContext | None:
         """The run's context, or None when its job is gone, paused or deleted (the run is then cancelled).
@@ -272,12 +304,27 @@ class RunHandler:
         if self.announcer is not None:
             self.announcer.announce_soon(due_run_for(run, attempt=attempt, kind=kind, fire_at=fire_at), now)
 
+    # --- kind = missed ------------------------------------------------------------------------------------------
+
+    async def report_missed(self, due: DueRun) -> None:
+        """The reconciler found an occurrence of the job that never ran and could not repair it: a `missed` event
+        to the job's (or its tenant's) notification route. Nothing is run or written."""
+        job = await self.store.read_state(due.job_id) if self.notifier is not None else None
+        if job is None or self.notifier is None:
+            return
+        ctx = RunContext(due, buckets.run_of_due(due), job.definition, await self.tenants.get(due.tenant_id))
+        self.notifier.outcome(ctx, due.attempt, MISSED, None, f"missed: {due.missed_reason or 'unknown'}")
+
     # --- kind = lease_check -----------------------------------------------------------------------------------
 
     async def check_lease(self, due: DueRun) -> None:
         held = await self.store.get_run(due.run_id)
         now = self.clock()
         if held is None or held.status is not RunStatus.RUNNING or held.attempt != due.attempt:
+            return
+        report = held.report(due.attempt)
+        if report is not None:
+            await self.record_report(due, held, report)
             return
         if held.lease_until is not None and held.lease_until > now:
             return  # extended by a heartbeat; a later lease_check row covers the new lease
@@ -303,6 +350,26 @@ class RunHandler:
             self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
         if retry_at is None:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
+
+
+    async def record_report(self, due: DueRun, held: Run, report_text: str) -> None:
+        """Record an asynchronous run's reported outcome, as `run` records a call's (a job deleted meanwhile gets
+        no retry)."""
+        report = decode_report(report_text)
+        run = held.identity()
+        job = await self.store.read_state(run.job_id)
+        now = self.clock()
+        policy = RetryPolicy(max_attempts=due.attempt) if job is None else retry_policy_of(job.definition)
+        verdict = judge_report(report, policy, due.attempt, run.scheduled_at, now, self.rand())
+        started = held.started_at or now
+        if job is None:
+            if await self.store.finish(run, due.attempt, verdict.record, self.worker_id, started, now):
+                metrics.async_completions.labels("recorded").inc()
+            return
+        ctx = RunContext(due, run, job.definition, await self.tenants.get(run.tenant_id))
+        result = CallResult(started.timestamp(), now.timestamp(), status=202, detail=report.detail)
+        await self.record(ctx, due.attempt, result, verdict, started)
+        metrics.async_completions.labels("recorded").inc()
 
 
 def _extra(run: NewRun) -> dict[str, object]:

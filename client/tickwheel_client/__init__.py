@@ -22,6 +22,7 @@ from .errors import (
     UnexpectedAnswer,
 )
 from .models import (
+    AsyncCompletion,
     Attempt,
     Backfill,
     BackfilledRun,
@@ -33,6 +34,9 @@ from .models import (
     CatchUp,
     Change,
     ChangeAction,
+    Completed,
+    Completion,
+    CompletionOutcome,
     DeadLetter,
     DiffOp,
     DstFlag,
@@ -72,13 +76,13 @@ from .version import VERSION
 __version__ = VERSION
 
 __all__ = [
-    "ApiError", "AsyncClient", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BatchItem", "BatchResult",
-    "BulkPurge", "BulkRedrive",
-    "Calendar", "CatchUp", "Change", "ChangeAction", "Client", "Config", "ConfigError", "Conflict",
-    "ConnectionFailed", "DeadLetter", "DiffOp", "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Exclude",
-    "ExcludedFire", "Fire", "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobChange", "JobPatch", "JobSpec",
-    "JobState", "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent", "Overlap", "PayloadTooLarge",
-    "PreconditionFailed", "PreconditionRequired", "Priority", "RateLimited", "Redriven", "RequestedRun", "Retries",
-    "RetryPolicy", "Run", "RunOrigin", "RunStatus", "RunSummary", "Schedule", "ScheduleType", "ServerError",
-    "TickwheelClientError", "Unauthorized", "Unavailable", "UnexpectedAnswer",
+    "ApiError", "AsyncClient", "AsyncCompletion", "Attempt", "Backfill", "BackfilledRun", "BadRequest", "BatchItem",
+    "BatchResult", "BulkPurge", "BulkRedrive", "Calendar", "CatchUp", "Change", "ChangeAction", "Client",
+    "Completed", "Completion", "CompletionOutcome", "Config", "ConfigError", "Conflict", "ConnectionFailed",
+    "DeadLetter", "DiffOp", "DstFlag", "DstGap", "DstRepeat", "DueCounts", "Exclude", "ExcludedFire", "Fire",
+    "HttpMethod", "HttpTarget", "InvalidInput", "Job", "JobChange", "JobPatch", "JobSpec", "JobState",
+    "KafkaTarget", "Lease", "NotFound", "Notify", "NotifyEvent", "Overlap", "PayloadTooLarge", "PreconditionFailed",
+    "PreconditionRequired", "Priority", "RateLimited", "Redriven", "RequestedRun", "Retries", "RetryPolicy", "Run",
+    "RunOrigin", "RunStatus", "RunSummary", "Schedule", "ScheduleType", "ServerError", "TickwheelClientError",
+    "Unauthorized", "Unavailable", "UnexpectedAnswer",
 ]  # fmt: skip

@@ -173,6 +173,19 @@ class AsyncClient:
         body = m.Heartbeat(attempt=attempt, extend_by_s=extend_by_s)
         return await self._send(ops.heartbeat(run_id, body, idempotency_key))
 
+    async def complete_run(
+        self,
+        run_id: Id,
+        attempt: int,
+        outcome: m.CompletionOutcome | str,
+        *,
+        detail: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.Completed:
+        """Report the outcome of an asynchronous run's `attempt` (its target answered 202)."""
+        body = m.Completion(attempt=attempt, outcome=m.CompletionOutcome(outcome), detail=detail)
+        return await self._send(ops.complete_run(run_id, body, idempotency_key))
+
     def list_dead_letters(
         self,
         *,

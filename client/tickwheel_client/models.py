@@ -246,6 +246,19 @@ class Notify(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="
     events: list[NotifyEvent] | None = None
 
 
+class AsyncCompletion(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """Opt-in: a target that answers 202 finishes the run later (`complete_run`), under a lease of `lease_s`
+    that heartbeats extend, never past the claim plus `max_lease_s`."""
+
+    lease_s: int = 300
+    max_lease_s: int = 3600
+
+
+class CompletionOutcome(enum.StrEnum):
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
 class JobSpec(Request, frozen=True, kw_only=True, omit_defaults=True):
     """What a tenant asks for: the body of a create (`JobBody` in the API document)."""
 
@@ -261,6 +274,7 @@ class JobSpec(Request, frozen=True, kw_only=True, omit_defaults=True):
     labels: dict[str, str] = {}
     alert_url: str | None = msgspec.field(default=None, name="alertUrl")
     notify: Notify | None = None
+    async_completion: AsyncCompletion | None = msgspec.field(default=None, name="asyncCompletion")
 
 
 class JobPatch(Request, frozen=True, kw_only=True, omit_defaults=True):
@@ -279,6 +293,7 @@ class JobPatch(Request, frozen=True, kw_only=True, omit_defaults=True):
     labels: dict[str, str] | None = None
     alert_url: str | None = msgspec.field(default=None, name="alertUrl")
     notify: Notify | None = None
+    async_completion: AsyncCompletion | None = msgspec.field(default=None, name="asyncCompletion")
 
 
 class LastRun(Model, frozen=True, kw_only=True):
@@ -496,6 +511,23 @@ class Heartbeat(Definition, frozen=True, kw_only=True, omit_defaults=True, renam
 
     attempt: int
     extend_by_s: int | None = None
+
+
+class Completion(Definition, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """The body of a completion: the attempt the target was called with, its outcome and a detail."""
+
+    attempt: int
+    outcome: CompletionOutcome
+    detail: str | None = None
+
+
+class Completed(Model, frozen=True, kw_only=True):
+    """An asynchronous run's outcome was reported; a worker records it."""
+
+    id: uuid.UUID
+    attempt: int
+    outcome: CompletionOutcome
+    status: RunStatus
 
 
 class Lease(Model, frozen=True, kw_only=True):

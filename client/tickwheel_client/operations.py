@@ -71,6 +71,7 @@ OPERATIONS = (
     Operation("GET", "/v1/due-counts", "due_counts", None, m.DueCounts),
     Operation("GET", "/v1/runs/{run_id}", "get_run", None, m.Run),
     Operation("POST", "/v1/runs/{run_id}/heartbeat", "heartbeat", m.Heartbeat, m.Lease),
+    Operation("POST", "/v1/runs/{run_id}/complete", "complete_run", m.Completion, m.Completed),
     Operation("GET", "/v1/dead-letters", "list_dead_letters", None, m.Page[m.DeadLetter]),
     Operation("POST", "/v1/dead-letters/{run_id}/redrive", "redrive", None, m.Redriven),
     Operation("POST", "/v1/dead-letters/redrive", "redrive_many", m.RedriveFilter, m.BulkRedrive),
@@ -204,6 +205,10 @@ def get_run(run_id: uuid.UUID | str) -> Call[m.Run]:
 
 def heartbeat(run_id: uuid.UUID | str, body: m.Heartbeat, key: str | None) -> Call[m.Lease]:
     return _mutation("POST", f"/v1/runs/{_id(run_id)}/heartbeat", _model(m.Lease), body=body, key=key)
+
+
+def complete_run(run_id: uuid.UUID | str, body: m.Completion, key: str | None) -> Call[m.Completed]:
+    return _mutation("POST", f"/v1/runs/{_id(run_id)}/complete", _model(m.Completed), body=body, key=key)
 
 
 def list_dead_letters(

@@ -170,6 +170,19 @@ class Client:
         body = m.Heartbeat(attempt=attempt, extend_by_s=extend_by_s)
         return self._send(ops.heartbeat(run_id, body, idempotency_key))
 
+    def complete_run(
+        self,
+        run_id: Id,
+        attempt: int,
+        outcome: m.CompletionOutcome | str,
+        *,
+        detail: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> m.Completed:
+        """Report the outcome of an asynchronous run's `attempt` (its target answered 202)."""
+        body = m.Completion(attempt=attempt, outcome=m.CompletionOutcome(outcome), detail=detail)
+        return self._send(ops.complete_run(run_id, body, idempotency_key))
+
     def list_dead_letters(
         self,
         *,

@@ -21,6 +21,9 @@ class RunEvent(enum.StrEnum):
     MISSED = "missed"
 
 
+MISSED = "MISSED"
+"""The status a `missed` event reports: an occurrence the reconciler found without a run (never a run's status)."""
+
 FAILED_BEFORE = frozenset({"DEAD", "RETRY"})
 """Statuses of a job's previous run that make this run's success a recovery."""
 
@@ -56,6 +59,8 @@ def events_of(status: str, attempt: int) -> list[RunEvent]:
         return [RunEvent.FAILED, RunEvent.DEAD]
     if status == "SUCCEEDED":
         return [RunEvent.SUCCEEDED, RunEvent.RECOVERED] if attempt > 1 else [RunEvent.SUCCEEDED]
+    if status == MISSED:
+        return [RunEvent.MISSED]
     return []
 
 

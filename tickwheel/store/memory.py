@@ -53,6 +53,13 @@ def _stored(at: datetime) -> datetime:
     return whole_ms(at.astimezone(UTC))
 
 
+def _found(current: Run | None) -> Found:
+    """What a refused conditional write on a run found (nothing when the run has no row)."""
+    if current is None:
+        return Found()
+    return Found(current.status, current.attempt, current.job_version, frozenset(current.reported))
+
+
 @dataclass
 class _History:
     entry: HistoryEntry
@@ -162,7 +169,7 @@ class MemoryStore:
             or current.attempt != expected_attempt
             or current.job_version != run.job_version
         ):
-            return Transition(False, Found(current.status, current.attempt, current.job_version))
+            return Transition(False, _found(current))
         self.runs[run.run_id] = replace(
             current, status=RunStatus.RUNNING, attempt=attempt, lease_until=_stored(lease_until), worker=worker,
             started_at=_stored(now),
@@ -235,7 +242,36 @@ class MemoryStore:
         current = self.runs.get(run_id)
         if current is None or current.status is not RunStatus.RUNNING or current.attempt != attempt:
             return False
+        if current.report(attempt) is not None:
+            return True
         return current.lease_until is None or current.lease_until <= now
+
+    async def hold_lease(
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+    ) -> Transition:
+        """The claim's lease replaced by `lease_until` if `attempt` holds the run under it; a moved lease kept."""
+        self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
+        current = self.runs.get(run.run_id)
+        if current is None or current.status is not RunStatus.RUNNING or current.attempt != attempt:
+            return Transition(False, _found(current))
+        if current.lease_until != _stored(claimed_until):
+            return Transition(True, lease_until=current.lease_until)
+        self.runs[run.run_id] = replace(current, lease_until=_stored(lease_until))
+        return Transition(True, lease_until=_stored(lease_until))
+
+    async def report_completion(self, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
+        """`report` kept for `attempt` if it holds the run and has not reported; its lease check row at `now`."""
+        self._due_row(run, now, attempt, RunKind.LEASE_CHECK)
+        current = self.runs.get(run.run_id)
+        if (
+            current is None
+            or current.status is not RunStatus.RUNNING
+            or current.attempt != attempt
+            or current.report(attempt) is not None
+        ):
+            return Transition(False, _found(current))
+        self.runs[run.run_id] = replace(current, reported={**current.reported, attempt: report})
+        return Transition(True)
 
     async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
         """A due row at `until` with the same attempt, and the deferral in the attempts."""

@@ -78,7 +78,19 @@ class RunStore(Protocol):
         ...
 
     async def lease_lapsed(self, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
-        """Whether `attempt` still holds the run past its lease."""
+        """Whether `attempt` still holds the run past its lease, or has reported its outcome (asynchronous)."""
+        ...
+
+    async def hold_lease(
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+    ) -> Transition:
+        """An asynchronous run's target answered 202: its claim's lease `claimed_until` becomes `lease_until` if
+        `attempt` still holds the run; a lease a heartbeat already moved is kept (applied, with that lease)."""
+        ...
+
+    async def report_completion(self, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
+        """Fence `attempt`'s reported outcome into the run, once, while it holds the run (lease check row at
+        `now` first)."""
         ...
 
     async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:

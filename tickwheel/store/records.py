@@ -9,7 +9,8 @@ from __future__ import annotations
 import enum
 import json
 import uuid
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -103,6 +104,12 @@ class Run:
     origin: str | None = None
     forced: bool = False
     created_at: datetime | None = None
+    reported: Mapping[int, str] = field(default_factory=dict)  # attempt -> encoded CompletionReport (async runs)
+
+    def report(self, attempt: int) -> str | None:
+        """What the target reported for `attempt` of an asynchronous run (an encoded CompletionReport), if
+        anything."""
+        return self.reported.get(attempt)
 
     def identity(self) -> NewRun:
         """The run's identity, to write its index rows again (due at its due time, else its occurrence)."""
@@ -142,6 +149,7 @@ def run_of(row: Row) -> Run:
         origin=row.get("origin"),
         forced=bool(row.get("forced")),
         created_at=aware(row["created_at"]),
+        reported=dict(row.get("reported") or {}),
     )
 
 
@@ -162,12 +170,14 @@ class Found:
     status: RunStatus | None = None
     attempt: int | None = None
     job_version: int | None = None
+    reported: frozenset[int] = frozenset()  # the attempts that have reported (an asynchronous run)
 
 
 def found_of(row: Row) -> Found:
     """The columns a refused LWT returned."""
     status = row.get("status")
-    return Found(RunStatus(status) if status else None, row.get("attempt"), row.get("job_version"))
+    reported = frozenset(row.get("reported") or ())
+    return Found(RunStatus(status) if status else None, row.get("attempt"), row.get("job_version"), reported)
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,6 +186,7 @@ class Transition:
 
     applied: bool
     found: Found = Found()
+    lease_until: datetime | None = None  # a lease write that applied: the run's lease after it
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from typing import Any
 from tickwheel.core.horizon import day_of, is_far, retention_ttl_s
 from tickwheel.core.ids import minute_bucket
 from tickwheel.core.instants import whole_ms
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.records import FINAL as FINAL
 from tickwheel.store.records import RUNNABLE as RUNNABLE
 from tickwheel.store.records import Attempt, Found, Run, attempt_of, found_of, run_of
@@ -204,7 +204,7 @@ INSERT_CALL_ATTEMPT = (
     "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
     " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)"
 )
-LEASE_STATE = "SELECT status, attempt, lease_until FROM runs WHERE run_id = ?"
+LEASE_STATE = "SELECT status, attempt, lease_until, reported FROM runs WHERE run_id = ?"
 
 
 async def claim(
@@ -235,11 +235,14 @@ async def claim(
 
 
 async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
-    """Whether `attempt` still holds the run past its lease: what a lease check row must find to be worth a
-    worker's time (most runs finish inside their lease, and their lease check ends here)."""
+    """Whether `attempt` still holds the run past its lease, or has reported its outcome (an asynchronous run): what
+    a lease check row must find to be worth a worker's time (most runs finish inside their lease, and their lease
+    check ends here)."""
     rows = await store.execute(LEASE_STATE, [run_id])
     if not rows or rows[0]["status"] != RunStatus.RUNNING or rows[0]["attempt"] != attempt:
         return False
+    if (rows[0].get("reported") or {}).get(attempt) is not None:
+        return True
     lease_until = aware(rows[0]["lease_until"])
     return lease_until is None or lease_until <= now
 
@@ -331,15 +334,54 @@ async def expire_lease(
 
 
 async def extend_lease(store: CassandraStore, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
-    """Heartbeat: move lease_until if `attempt` (the fencing token) still holds the run (its lease check row at the
-    new instant is written first)."""
+    """Heartbeat: move lease_until later if `attempt` (the fencing token) still holds the run (its lease check row
+    at the new instant is written first). A live lease already ending later is kept, never shortened: the
+    transition applies with the run's own `lease_until`."""
     run = await get_run(store, run_id)
     if run is None:
         return Transition(False)
     await store.execute(*bucket_row(run.identity(), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
-        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?",
-        [whole_ms(lease_until), run_id, attempt],
+        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until < ?",
+        [whole_ms(lease_until), run_id, attempt, whole_ms(lease_until)],
+    )
+    return _lease_transition(applied, current, attempt, lease_until)
+
+
+async def hold_lease(
+    store: CassandraStore, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+) -> Transition:
+    """An asynchronous run's target answered 202: replace the claim's lease (`claimed_until`, the lease the call
+    was made under) with `lease_until`, shorter or longer, if `attempt` still holds the run. A lease a heartbeat
+    has already moved is the target's word and is kept: the transition applies with the run's own lease."""
+    await store.execute(*bucket_row(run, fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
+    applied, current = await store.applied(
+        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until = ?",
+        [whole_ms(lease_until), run.run_id, attempt, whole_ms(claimed_until)],
+    )
+    return _lease_transition(applied, current, attempt, lease_until)
+
+
+def _lease_transition(applied: bool, current: Row, attempt: int, lease_until: datetime) -> Transition:
+    """A lease write's outcome: applied with `lease_until`, or applied with the run's own lease when `attempt`
+    still holds it (the condition on the lease refused the write), else refused with what it found."""
+    if applied:
+        return Transition(True, lease_until=whole_ms(lease_until))
+    found = found_of(current)
+    if found.status is RunStatus.RUNNING and found.attempt == attempt:
+        return Transition(True, lease_until=aware(current.get("lease_until")))
+    return Transition(False, found)
+
+
+async def report_completion(store: CassandraStore, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
+    """Fence an asynchronous run's reported outcome (`report`, an encoded CompletionReport) into its row: only
+    while `attempt` holds the run and has not reported yet. Its lease check row at `now` is written first, so a
+    worker records the outcome through the ordinary path (`RunHandler.check_lease`) without waiting for the
+    lease to end. When refused, `found` holds status, attempt and the attempts that have reported."""
+    await store.execute(*bucket_row(run, fire_at=now, attempt=attempt, kind=RunKind.LEASE_CHECK))
+    applied, current = await store.applied(
+        "UPDATE runs SET reported[?] = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND reported[?] = null",
+        [attempt, report, run.run_id, attempt, attempt],
     )
     return Transition(applied, Found() if applied else found_of(current))
 

@@ -79,6 +79,16 @@ class CassandraTables:
         """`runs.lease_lapsed`."""
         return await runs.lease_lapsed(self.cql, run_id, attempt, now)
 
+    async def hold_lease(
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+    ) -> Transition:
+        """`runs.hold_lease`."""
+        return await runs.hold_lease(self.cql, run, attempt, claimed_until, lease_until)
+
+    async def report_completion(self, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
+        """`runs.report_completion`."""
+        return await runs.report_completion(self.cql, run, attempt, report, now)
+
     async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
         """`runs.defer`."""
         await runs.defer(self.cql, run, attempt, until, reason, now)

@@ -194,11 +194,11 @@ async def rotate_signing_secret(store: CassandraStore, tenant_id: str) -> Tenant
 
 
 async def call_settings(store: CassandraStore, tenant_id: str) -> Tenant:
-    """What a worker needs of a tenant to make its calls (secrets, Kafka prefix, caps, notifications); a tenant
-    with no row has none of them (no secret, the default prefix)."""
+    """What a worker needs of a tenant to make its calls (secrets, Kafka prefix, caps, notifications, fair-share
+    weight); a tenant with no row has none of them (no secret, the default prefix, weight 1)."""
     rows = await store.execute(
         "SELECT tenant_id, signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url,"
-        " notify_events FROM tenants WHERE tenant_id = ?",
+        " notify_events, weight FROM tenants WHERE tenant_id = ?",
         [tenant_id],
     )
     return tenant_of(rows[0]) if rows else Tenant(tenant_id, "", None, ())

@@ -3,15 +3,19 @@ catch-up policy, the rest are reported once as missed; the window starts at the 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
+import pytest
+
+import coordinator.main as coordinator_main
 from coordinator.reconciler import Reconciler
-from schemas.messages import HttpTarget, JobDefinition, ScheduleDoc
+from schemas.messages import DueRun, HttpTarget, JobDefinition, ScheduleDoc, decode_due_run, topic_names
 from tickwheel import metrics
-from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.ids import shard_of
 from tickwheel.core.reconcile import Finding, Verdict
@@ -39,7 +43,7 @@ async def every_minute_job(
         next_at, None, 100, None, None, now - timedelta(hours=2), now,
     )  # fmt: skip
     job = dataclasses.replace(job, next_run_id=jobs.run_of(job, next_at).run_id)
-    await jobs.create_job(store, job, jobs.run_of(job, next_at), now)
+    await jobs.create_job(store, job, jobs.run_of(job, next_at), job.created_at)  # made two hours ago
     change = audit.JobChangeRecord(job_id, job.tenant_id, now - timedelta(minutes=30), 2, "resume", "k", [], {})
     await audit.record_change(store, change, 3600)
     return job
@@ -90,3 +94,77 @@ async def test_nothing_before_the_current_version_or_after_the_next_run_is_held_
     findings = await reconciler.check(job, now)
     assert findings and {f.verdict for f in findings} == {Verdict.CATCH_UP_NONE}
     assert min(f.at for f in findings) > now - timedelta(minutes=30)
+
+
+async def test_a_pass_reads_a_bounded_number_of_pages_and_the_next_pass_resumes_after_them(
+    dsettings: Settings, store: CassandraStore, producer: KafkaProducer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = datetime.now(UTC)
+    for _ in range(3):
+        await every_minute_job(store, dsettings, now, "none")
+    pages = dataclasses.replace(dsettings.coordinator, sweep_page_size=1, reconcile_pages_per_pass=2)
+    paged = dataclasses.replace(dsettings, coordinator=pages)
+    tables = CassandraTables(store)
+    reconciler = Reconciler(paged, tables, NearAnnouncer(dsettings, producer))
+    cursors: list[str | None] = []
+    real_scan = tables.scan_jobs
+
+    async def counted_scan(*, page_size: int, cursor: str | None) -> Any:
+        cursors.append(cursor)
+        return await real_scan(page_size=page_size, cursor=cursor)
+
+    monkeypatch.setattr(tables, "scan_jobs", counted_scan)
+    await reconciler.reconcile(now)
+    assert len(cursors) == 2 and cursors[0] is None and reconciler._cursor is not None
+    await reconciler.reconcile(now)
+    assert len(cursors) == 4 and cursors[2] is not None, "the second pass resumed where the first stopped"
+
+
+async def test_the_active_coordinator_repairs_and_puts_unrepaired_misses_on_the_jobs_lane(
+    dsettings: Settings, store: CassandraStore
+) -> None:
+    now = datetime.now(UTC)
+    skipped = await every_minute_job(store, dsettings, now, "none")
+    caught_up = await every_minute_job(store, dsettings, now, "all")
+    assert caught_up.next_run_at is not None
+    lost = caught_up.next_run_at - MINUTE * 10  # one occurrence inside the window, older than the grace
+    for k in range(1, 30):
+        at = caught_up.next_run_at - MINUTE * k
+        if at != lost:
+            await runs.create_run(store, jobs.run_of(caught_up, at), now)
+    fast = dataclasses.replace(dsettings.coordinator, reconcile_interval_s=0.3)
+    running = await coordinator_main.start(dataclasses.replace(dsettings, coordinator=fast), store=store, name="rc")
+    consumer = KafkaConsumer(dsettings.kafka, group_id=f"test-missed-{uuid.uuid4().hex[:6]}")
+    try:
+        await consumer.subscribe([topic_names(dsettings.kafka.topic_prefix)["default"]])
+        missed: list[DueRun] = []
+        deadline = asyncio.get_running_loop().time() + 60
+        while not missed and asyncio.get_running_loop().time() < deadline:
+            for record in await consumer.poll(500, 0.5):
+                due = decode_due_run(record.value)
+                if due.kind == "missed" and due.job_id == skipped.job_id:
+                    missed.append(due)
+        assert missed, "no missed message for the job without catch-up"
+        assert missed[0].missed_reason == "catch_up_none" and missed[0].tenant_id == skipped.tenant_id
+        occurrence = datetime.fromtimestamp(missed[0].scheduled_at_ms / 1000, UTC)
+        assert missed[0].run_id == jobs.run_of(skipped, occurrence).run_id
+        repaired = None
+        while repaired is None and asyncio.get_running_loop().time() < deadline:  # the scan may reach it later
+            repaired = await runs.get_run(store, jobs.run_of(caught_up, lost).run_id)
+            await asyncio.sleep(0.2)
+        assert repaired is not None and repaired.status == "SCHEDULED"
+    finally:
+        await consumer.close()
+        await running.stop()
+
+
+async def test_nothing_before_a_job_existed_is_held_against_it_when_the_audit_log_has_no_row(
+    dsettings: Settings, store: CassandraStore, producer: KafkaProducer
+) -> None:
+    now = datetime.now(UTC)
+    job = await every_minute_job(store, dsettings, now, "none")
+    created = now - timedelta(minutes=20)
+    unaudited = dataclasses.replace(job, version=7, created_at=created)  # no audit row for version 7
+    reconciler = Reconciler(dsettings, CassandraTables(store), NearAnnouncer(dsettings, producer))
+    after, _ = await reconciler.window(unaudited, now)
+    assert after == created

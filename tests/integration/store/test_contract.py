@@ -327,3 +327,37 @@ async def test_an_outcome_given_its_lease_removes_the_lease_check_row(ports: Bot
     assert (1, "lease_check", epoch_ms(lease_until)) in await due_keys(ports, run)
     assert await ports.finish(run, 1, AttemptResult(RunStatus.SUCCEEDED), "w", now, now, lease_until)
     assert {key for key in await due_keys(ports, run) if key[1] == "lease_check"} == set()
+
+
+async def test_a_held_lease_replaces_only_the_claims_and_a_moved_lease_is_kept(ports: Both) -> None:
+    run = await a_run(ports)
+    now = datetime.now(UTC)
+    claimed = whole_ms(now + timedelta(seconds=30))
+    held = whole_ms(now + timedelta(seconds=600))
+    await ports.claim(run, 0, "w", claimed, now)
+    refused = await ports.hold_lease(run, 2, claimed, held)
+    assert not refused.applied and (refused.found.status, refused.found.attempt) == (RunStatus.RUNNING, 1)
+    applied = await ports.hold_lease(run, 1, claimed, held)
+    assert applied.applied and applied.lease_until == held
+    again = await ports.hold_lease(run, 1, claimed, held + timedelta(seconds=5))  # the claim's lease is gone
+    assert again.applied and again.lease_until == held, "a lease already moved is kept"
+    stored = await ports.get_run(run.run_id)
+    assert stored is not None and stored.lease_until == held
+    assert (1, "lease_check", epoch_ms(held)) in await due_keys(ports, run)
+
+
+async def test_a_reported_outcome_is_fenced_once_and_lets_the_lease_check_through(ports: Both) -> None:
+    run = await a_run(ports)
+    now = datetime.now(UTC)
+    await ports.claim(run, 0, "w", now + timedelta(seconds=300), now)
+    assert not (await ports.report_completion(run, 2, "stale", now)).applied
+    assert not await ports.lease_lapsed(run.run_id, 1, now)
+    assert (await ports.report_completion(run, 1, "first", now)).applied
+    assert await ports.lease_lapsed(run.run_id, 1, now), "a reported attempt is worth a worker's time at once"
+    second = await ports.report_completion(run, 1, "second", now)
+    assert not second.applied and second.found.attempt == 1 and 1 in second.found.reported
+    stored = await ports.get_run(run.run_id)
+    assert stored is not None and (stored.status, stored.report(1), stored.report(2)) == (
+        RunStatus.RUNNING, "first", None,
+    )  # fmt: skip
+    assert (1, "lease_check", epoch_ms(whole_ms(now))) in await due_keys(ports, run)

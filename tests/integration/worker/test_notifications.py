@@ -6,12 +6,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
-from schemas.messages import HttpTarget, NotifyDoc, RetryDoc, decode_run_event
-from tests.integration.worker.conftest import Scene, eventually
+import msgspec
+
+from schemas.messages import HttpTarget, NotifyDoc, RetryDoc, decode_run_event, encode, topic_names
+from tests.integration.worker.conftest import Scene, eventually, now_utc
 from tickwheel import metrics
 from tickwheel.signing import verify
+from tickwheel.store.buckets import due_run_for
 from tickwheel.store.tenants import TenantChange, change_tenant
 
 TWO_TRIES = RetryDoc(max_attempts=2, base_delay_s=0.2, max_delay_s=0.5, jitter=0.0)
@@ -94,3 +98,19 @@ async def test_a_notification_url_the_egress_policy_refuses_is_never_called(scen
 
 async def _async(value: object) -> object:
     return value
+
+
+async def test_a_missed_message_from_the_reconciler_becomes_a_signed_missed_event(scene: Scene) -> None:
+    fast_notifications(scene)
+    await scene.worker()
+    route = NotifyDoc(url=scene.sink.url("/missed-events"), events=("missed",))
+    later = now_utc() + timedelta(hours=1)  # the run itself is never fired: only the reconciler's message is
+    run = await scene.job(HttpTarget(url=scene.sink.url("/never")), notify=route, at=later)
+    missed = msgspec.structs.replace(due_run_for(run, kind="missed"), missed_reason="too_old")
+    await scene.producer.send(topic_names(scene.settings.kafka.topic_prefix)["default"], encode(missed))
+    [call] = await scene.sink.wait_for("/missed-events", 1)
+    verify(scene.secrets[0], call.headers, call.body, time.time())
+    event = decode_run_event(call.body)
+    assert (event.type, event.data.status, event.data.error) == ("run.missed", "MISSED", "missed: too_old")
+    assert event.data.run_id == run.run_id and call.header("webhook-id") == f"evt_{run.run_id}_0_missed"
+    assert scene.sink.calls_to("/never") == [] and (await scene.run_row(run.run_id)).status == "SCHEDULED"

@@ -48,6 +48,7 @@ def test_a_jobs_route_replaces_the_tenants_and_may_borrow_its_url() -> None:
         ("SUCCEEDED", 1, [RunEvent.SUCCEEDED]),
         ("SUCCEEDED", 2, [RunEvent.SUCCEEDED, RunEvent.RECOVERED]),
         ("CANCELLED", 0, []),
+        ("MISSED", 0, [RunEvent.MISSED]),  # the reconciler's report of an occurrence that never ran
     ],
 )
 def test_the_events_of_a_recorded_attempt(status: str, attempt: int, events: list[RunEvent]) -> None:

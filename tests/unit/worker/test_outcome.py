@@ -4,11 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import HttpTarget, JobDefinition, KafkaTarget, RetryDoc, ScheduleDoc
+from schemas.messages import (
+    AsyncCompletionDoc,
+    CompletionReport,
+    HttpTarget,
+    JobDefinition,
+    KafkaTarget,
+    RetryDoc,
+    ScheduleDoc,
+)
 from tickwheel.core.retry import Outcome
 from tickwheel.model import retry_policy_of
 from tickwheel.store.runs import RunStatus
-from worker.outcome import body_of, breaker_failure, judge
+from worker.outcome import answers_later, body_of, breaker_failure, judge, judge_report
 from worker.targets import CallResult
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -120,3 +128,24 @@ def test_a_non_positive_job_limit_stored_before_the_api_refused_it_leaves_the_de
     assert tightened(100, 500) == 100
     assert tightened(100, -1) == 100
     assert tightened(100.0, 0.0) == 100.0
+
+
+def test_only_a_202_of_a_job_that_opted_in_is_answered_later() -> None:
+    opted_in = definition(async_completion=AsyncCompletionDoc(lease_s=60, max_lease_s=600))
+    assert answers_later(answered(202), opted_in)
+    assert not answers_later(answered(200), opted_in) and not answers_later(answered(500), opted_in)
+    assert not answers_later(answered(202), definition())
+    assert verdict(answered(202)).record.status is RunStatus.SUCCEEDED  # any other job: a 2xx like the others
+
+
+def test_a_reported_outcome_goes_through_the_retry_policy() -> None:
+    policy = retry_policy_of(definition())  # 3 attempts, 1 s base delay, no jitter
+    done = judge_report(CompletionReport("succeeded", "42 rows"), policy, 1, NOW, NOW, 0.0)
+    assert done.record.status is RunStatus.SUCCEEDED
+    assert (done.record.response_excerpt, done.record.error) == ("42 rows", None)
+    failed = judge_report(CompletionReport("failed", "disk full"), policy, 1, NOW, NOW, 0.0)
+    assert failed.record.status is RunStatus.RETRY and failed.record.retry_at == NOW + timedelta(seconds=1)
+    assert failed.record.error == "reported failed: disk full"
+    last = judge_report(CompletionReport("failed"), policy, 3, NOW, NOW, 0.0)
+    assert last.record.status is RunStatus.DEAD and last.record.retry_at is None
+    assert last.record.error is not None and last.record.error.startswith("reported failed; gave up after 3 attempts")

@@ -10,7 +10,15 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import cast
 
-from schemas.messages import DueRun, HttpTarget, RetryDoc, topic_names
+from schemas.messages import (
+    AsyncCompletionDoc,
+    CompletionReport,
+    DueRun,
+    HttpTarget,
+    RetryDoc,
+    encode,
+    topic_names,
+)
 from tests.factories import definition, job
 from tickwheel.bus.memory import MemoryBus
 from tickwheel.bus.near import NearAnnouncer
@@ -189,3 +197,19 @@ async def test_an_attempt_that_lost_the_run_during_its_call_records_nothing() ->
     stored = scene.store.runs[run.run_id]
     assert (stored.status, stored.attempt, stored.worker) == (RunStatus.RUNNING, 2, "w2")
     assert [a.kind for a in await scene.store.get_attempts(run.run_id)] == ["lease_expired"]
+
+
+async def test_a_202_holds_an_asynchronous_run_and_its_reported_outcome_is_recorded_at_its_lease_check() -> None:
+    scene = Scene(Target(202))
+    spec = definition(anchor=NOW, async_completion=AsyncCompletionDoc(lease_s=300, max_lease_s=900))
+    made, run = job(NOW, tenant_id=TENANT, job_definition=spec)
+    await scene.store.create_job(made, run, NOW)
+    await scene.handler().handle(due_run_for(run))
+    stored = scene.store.runs[run.run_id]
+    assert (stored.status, stored.attempt, stored.lease_until) == (RunStatus.RUNNING, 1, NOW + timedelta(seconds=300))
+    report = encode(CompletionReport("succeeded", "42 rows")).decode()
+    assert (await scene.store.report_completion(run, 1, report, NOW)).applied
+    await scene.handler().handle(due_run_for(run, attempt=1, kind="lease_check", fire_at=NOW))
+    assert scene.status(run) == (RunStatus.SUCCEEDED, 1) and scene.target.calls == 1
+    attempts = await scene.store.get_attempts(run.run_id)
+    assert [(a.outcome, a.response_excerpt) for a in attempts] == [("SUCCEEDED", "42 rows")]
