@@ -43,6 +43,9 @@ class CassandraSettings:
     local_dc: str = "datacenter1"
     request_timeout_s: float = 10.0
     connect_timeout_s: float = 10.0
+    # The driver's default backoff reaches 600 s: a node back after a minute's outage was reconnected to minutes
+    # later (the nemesis soak: a single node's API answered 503 for 8 minutes after Cassandra was back).
+    reconnect_max_s: float = 5.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from tickwheel.dev.checker import Call, Expected, check
+from tickwheel.dev.checker import ApiRequest, Call, Expected, Window, check, check_windows
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -59,3 +59,63 @@ def test_early_cross_tenant_and_unsigned_calls_fail_the_report() -> None:
     assert report.early == [runs[0].run_id]
     assert (report.cross_tenant, report.invalid_signatures) == (1, 1)
     assert not report.ok
+
+
+def test_a_failing_target_run_called_at_all_is_delivered_and_must_end_dead() -> None:
+    [ok, failing, never_called] = expected(3)
+    failing = Expected(failing.run_id, "a", failing.due_at, succeeds=False)
+    never_called = Expected(never_called.run_id, "a", never_called.due_at, succeeds=False)
+    calls = [call_for(ok), call_for(failing, status=500), call_for(failing, after_s=2, status=500)]
+    report = check([ok, failing, never_called], calls, now=T0 + timedelta(minutes=1))
+    assert report.lost == [never_called.run_id]
+    assert report.duplicates == {}  # retries of a failing target are attempts, not duplicates
+    assert (failing.final_status, ok.final_status) == ("DEAD", "SUCCEEDED")
+
+
+def _soak_history() -> tuple[list[Expected], list[Call], list[Window], dict[uuid.UUID, str], list[ApiRequest]]:
+    """Ten runs due one a second; a fault window over seconds 4-7 where every kind of anomaly happens once."""
+    runs = expected(10)
+    window = Window("kill dispatcher-1", T0 + timedelta(seconds=4), T0 + timedelta(seconds=8))
+    calls = [call_for(r, after_s=0.1) for r in runs if r is not runs[4] and r is not runs[6]]
+    calls += [
+        call_for(runs[5], after_s=3.0),  # a duplicate, 2.9 s after the first call
+        call_for(runs[6], after_s=-0.5),  # early
+        call_for(runs[7], after_s=0.1, status=500),  # a failed attempt before the success: not a duplicate
+    ]
+    finals = {r.run_id: "SUCCEEDED" for r in runs} | {runs[4].run_id: "RETRY", runs[9].run_id: "RUNNING"}
+    requests = [ApiRequest(T0 + timedelta(seconds=s), failed=s in (5, 12)) for s in range(15)]
+    return runs, calls, [window], finals, requests
+
+
+def test_check_windows_reports_each_anomaly_in_the_window_of_its_run() -> None:
+    runs, calls, windows, finals, requests = _soak_history()
+    rows = {
+        r.window: r for r in check_windows(runs, calls, windows, now=T0 + timedelta(minutes=1), finals=finals,
+                                           requests=requests)
+    }  # fmt: skip
+    assert list(rows) == ["kill dispatcher-1", "steady", "overall"]
+    fault, steady, overall = rows["kill dispatcher-1"], rows["steady"], rows["overall"]
+    assert fault.report.expected == 4 and steady.report.expected == 6 and overall.report.expected == 10
+    assert fault.report.lost == [runs[4].run_id] and steady.report.lost == []
+    assert fault.report.duplicates == {runs[5].run_id: 1} and steady.report.duplicates == {}
+    assert fault.report.early == [runs[6].run_id]
+    assert fault.not_final == [runs[4].run_id] and steady.not_final == [runs[9].run_id]
+    assert (fault.api_errors, fault.api_requests) == (1, 4)
+    assert (steady.api_errors, steady.api_requests) == (1, 11)
+    assert (overall.api_errors, overall.api_requests) == (2, 15)
+    assert round(steady.report.lag_s["max"], 3) == 0.1
+    assert round(overall.report.lag_s["p50"], 3) == 0.1
+    assert fault.row().startswith("| kill dispatcher-1 | 4 | 1 | 1 | 1 |")
+    assert fault.row().endswith("| 1 | 1/4 |")
+
+
+def test_a_run_due_in_a_window_and_called_after_it_shows_its_lag_there() -> None:
+    [run] = expected(1)
+    window = Window("stop cassandra-2", T0 - timedelta(seconds=1), T0 + timedelta(seconds=1))
+    [fault, steady, overall] = check_windows(
+        [run], [call_for(run, after_s=4.5)], [window], now=T0 + timedelta(minutes=1),
+        finals={run.run_id: "SUCCEEDED"}, requests=[],
+    )  # fmt: skip
+    assert fault.report.lag_s["p99"] == 4.5 and steady.report.expected == 0
+    assert steady.report.lag_s == {} and steady.row().startswith("| steady | 0 | 0 | 0 | 0 | - | - | - |")
+    assert overall.report.delivered == 1

@@ -1,7 +1,13 @@
 """The end-to-end checker: what a sink received, compared with what the API accepted.
 
 Pure analysis, used by tests/e2e, the Locust end-to-end mode and the benchmarks. A run counts as delivered
-when the sink answered 2xx to a call carrying its run id; lag is (call received - scheduled time).
+when the sink answered 2xx to a call carrying its run id (a run expected to fail: when it was called at all);
+lag is (first call received - scheduled time).
+
+`check_windows` is the nemesis soak's view (benchmarks/soak.py): the same analysis per fault window (a run
+belongs to the window its due time falls in, an API error to the window it happened in), for the steady time
+outside every window, and overall; plus the runs whose final status is not the one expected and the API
+requests the load generator saw fail.
 """
 
 from __future__ import annotations
@@ -9,18 +15,27 @@ from __future__ import annotations
 import statistics
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 
 @dataclass(frozen=True, slots=True)
 class Expected:
-    """A run the API answered 201 for (or a chained occurrence of it) that must be called once."""
+    """A run the API answered 201 for (or a chained occurrence of it) that must be called once.
+
+    `succeeds` False: its target always fails, so it must be called, retried, and end DEAD (in the DLQ).
+    """
 
     run_id: uuid.UUID
     tenant: str
     due_at: datetime
+    succeeds: bool = True
+
+    @property
+    def final_status(self) -> str:
+        """The status the run must end in."""
+        return "SUCCEEDED" if self.succeeds else "DEAD"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +91,9 @@ def check(expected: Iterable[Expected], calls: Iterable[Call], *, now: datetime,
             cross += 1
             continue
         by_run[call.run_id].append(call)  # type: ignore[index]
-    delivered = {rid: cs for rid, cs in by_run.items() if any(200 <= c.status < 300 for c in cs)}
+    delivered = {
+        rid: cs for rid, cs in by_run.items() if not due[rid].succeeds or any(200 <= c.status < 300 for c in cs)
+    }
     successes = Counter({rid: sum(200 <= c.status < 300 for c in cs) for rid, cs in by_run.items()})
     early = [
         rid for rid, cs in by_run.items() if min(c.received_at for c in cs) < _shift(due[rid].due_at, -early_slack_s)
@@ -107,6 +124,85 @@ def lag_summary(lags: list[float]) -> dict[str, float]:
 
 
 def _shift(at: datetime, seconds: float) -> datetime:
-    from datetime import timedelta
-
     return at + timedelta(seconds=seconds)
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """A stretch of the soak: one fault from its injection until the platform had time to recover."""
+
+    name: str
+    start: datetime
+    end: datetime
+
+    def holds(self, at: datetime) -> bool:
+        return self.start <= at < self.end
+
+
+@dataclass(frozen=True, slots=True)
+class ApiRequest:
+    """One request of the load generator: when it was sent and whether it failed (an error answer, or none)."""
+
+    at: datetime
+    failed: bool
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WindowReport:
+    """One row of the soak's table."""
+
+    window: str
+    report: Report
+    not_final: list[uuid.UUID]
+    api_requests: int
+    api_errors: int
+
+    def row(self) -> str:
+        """A Markdown table row (see TABLE_HEADER)."""
+        r = self.report
+        lag = [f"{r.lag_s[k]:.2f}" if k in r.lag_s else "-" for k in ("p50", "p99", "max")]
+        return (
+            f"| {self.window} | {r.expected} | {len(r.lost)} | {sum(r.duplicates.values())} | {len(r.early)} | "
+            f"{' | '.join(lag)} | {len(self.not_final)} | {self.api_errors}/{self.api_requests} |"
+        )
+
+
+TABLE_HEADER = (
+    "| window | runs due | lost | duplicate calls | early | lag p50 s | lag p99 s | lag max s | not final "
+    "| API errors/requests |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+)
+
+
+def check_windows(
+    expected: Sequence[Expected],
+    calls: Sequence[Call],
+    windows: Sequence[Window],
+    *,
+    now: datetime,
+    finals: Mapping[uuid.UUID, str],
+    requests: Sequence[ApiRequest],
+    early_slack_s: float = 0.0,
+) -> list[WindowReport]:
+    """One report per window, then "steady" (outside every window), then "overall".
+
+    A call is matched to its run wherever it falls in time, so a run due in a window and called after it counts
+    in that window (its lag shows the fault). `finals` is each run's status at the end; a run missing from it or
+    in another status than `Expected.final_status` is "not final".
+    """
+    due = [e for e in expected if e.due_at <= now]
+    groups: list[tuple[str, list[Expected], list[ApiRequest]]] = []
+    for window in windows:
+        groups.append(
+            (window.name, [e for e in due if window.holds(e.due_at)], [r for r in requests if window.holds(r.at)])
+        )
+    steady = [e for e in due if not any(w.holds(e.due_at) for w in windows)]
+    quiet = [r for r in requests if not any(w.holds(r.at) for w in windows)]
+    groups += [("steady", steady, quiet), ("overall", list(due), list(requests))]
+    reports = []
+    for name, runs, asked in groups:
+        ids = {e.run_id for e in runs}
+        report = check(runs, [c for c in calls if c.run_id in ids], now=now, early_slack_s=early_slack_s)
+        not_final = [e.run_id for e in runs if finals.get(e.run_id) != e.final_status]
+        reports.append(WindowReport(name, report, not_final, len(asked), sum(r.failed for r in asked)))
+    return reports

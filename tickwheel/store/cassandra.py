@@ -23,7 +23,7 @@ from cassandra.cluster import (
     ResponseFuture,
     Session,
 )
-from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
 
 from tickwheel import metrics
@@ -69,6 +69,7 @@ class CassandraStore:
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=settings.connect_timeout_s,
             protocol_version=5,
+            reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=settings.reconnect_max_s),
         )
         try:
             session = await asyncio.to_thread(cluster.connect, settings.keyspace if keyspace else None)

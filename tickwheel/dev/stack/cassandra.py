@@ -1,8 +1,10 @@
-"""Apache Cassandra 5.0 (cassandra-all from Maven Central) as one fast dev node on JDK 17."""
+"""Apache Cassandra 5.0 (cassandra-all from Maven Central) on JDK 17: one fast dev node, or the nodes of a cluster."""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from tickwheel.dev.stack.process import (
@@ -21,29 +23,41 @@ NAME = "cassandra"
 NATIVE_PORT = 19042
 STORAGE_PORT = 17000
 HEAP = "1g"
+# A cluster node: three of them and the platform share a 2-core box with other work.
+NODE_HEAP = "640m"
+CLUSTER_NATIVE_PORT = 29042
+CLUSTER_STORAGE_PORT = 27000
 
-_YAML = f"""\
+
+def _yaml(host: str, native_port: int, storage_port: int, seeds: Sequence[str], token: int, hints: bool) -> str:
+    """cassandra.yaml of one node: every node is a seed, so the nodes of a cluster may start in any order."""
+    seed_list = ",".join(f"{seed}:{storage_port}" for seed in seeds)
+    return f"""\
 cluster_name: tickwheel-dev
 num_tokens: 1
-initial_token: 0
+initial_token: {token}
 partitioner: org.apache.cassandra.dht.Murmur3Partitioner
 endpoint_snitch: SimpleSnitch
-listen_address: 127.0.0.1
-rpc_address: 127.0.0.1
-storage_port: {STORAGE_PORT}
-native_transport_port: {NATIVE_PORT}
+listen_address: {host}
+rpc_address: {host}
+storage_port: {storage_port}
+native_transport_port: {native_port}
 start_native_transport: true
 seed_provider:
   - class_name: org.apache.cassandra.locator.SimpleSeedProvider
     parameters:
-      - seeds: "127.0.0.1:{STORAGE_PORT}"
+      - seeds: "{seed_list}"
+hinted_handoff_enabled: {"true" if hints else "false"}
+{_COMMON_YAML}"""
+
+
+_COMMON_YAML = """\
 commitlog_sync: periodic
 commitlog_sync_period: 10000ms
 commitlog_segment_size: 8MiB
 auto_snapshot: false
 snapshot_before_compaction: false
 incremental_backups: false
-hinted_handoff_enabled: false
 dynamic_snitch: false
 cdc_enabled: false
 concurrent_compactors: 1
@@ -55,6 +69,8 @@ user_defined_functions_enabled: false
 storage_compatibility_mode: NONE
 paxos_variant: v2
 """
+# The single dev node; private benchmark platforms rewrite its ports.
+_YAML = _yaml("127.0.0.1", NATIVE_PORT, STORAGE_PORT, ["127.0.0.1"], token=0, hints=False)
 
 _LOGBACK = """\
 <configuration scan="false">
@@ -104,8 +120,6 @@ _JPMS = [
 ]
 
 _JVM = [
-    f"-Xms{HEAP}",
-    f"-Xmx{HEAP}",
     "-Xss256k",
     "-XX:+UseG1GC",
     "-XX:+ParallelRefProcEnabled",
@@ -135,24 +149,26 @@ _DEV_PROPERTIES = [
 ]
 
 
-def prepare(stack_dir: Path) -> None:
+def prepare(stack_dir: Path, name: str = NAME, yaml: str = _YAML) -> None:
     ensure_maven_jars(stack_dir, NAME)
-    home = server_dir(stack_dir, NAME)
+    home = server_dir(stack_dir, name)
     for sub in ("conf", "data", "logs", "triggers", "tmp"):
         (home / sub).mkdir(parents=True, exist_ok=True)
-    (home / "conf" / "cassandra.yaml").write_text(_YAML)
+    (home / "conf" / "cassandra.yaml").write_text(yaml)
     (home / "conf" / "logback.xml").write_text(_LOGBACK)
 
 
-def command(stack_dir: Path) -> list[str]:
+def command(stack_dir: Path, name: str = NAME, heap: str = HEAP) -> list[str]:
     lib = stack_dir / "lib" / NAME
-    home = server_dir(stack_dir, NAME).resolve()
+    home = server_dir(stack_dir, name).resolve()
     jamm = sorted(lib.glob("jamm-*.jar"))
     agent = [f"-javaagent:{jamm[0].resolve()}"] if jamm else []
     return [
         java_bin(),
         "-cp",
         f"{lib.resolve()}/*",
+        f"-Xms{heap}",
+        f"-Xmx{heap}",
         *_JVM,
         *agent,
         *_JPMS,
@@ -167,13 +183,14 @@ def command(stack_dir: Path) -> list[str]:
     ]
 
 
-def probe(endpoint: str) -> str:
-    """The server's release version, read with the store's readiness statement through the Python driver."""
+def probe(endpoint: str, ring: int = 1) -> str:
+    """The node's release version (read on that very node through the Python driver) and the size of its ring;
+    not ready until the node knows `ring` nodes (a cluster's node has not heard of every peer yet)."""
     host, port = host_port(endpoint, 9042)
     if not port_open(host, port):
         raise StackError(f"nothing listens on {host}:{port}")
     from cassandra.cluster import Cluster  # deferred: the driver is slow to import
-    from cassandra.policies import DCAwareRoundRobinPolicy
+    from cassandra.policies import WhiteListRoundRobinPolicy
 
     from tickwheel.store.cassandra import SERVER_VERSION
 
@@ -183,16 +200,19 @@ def probe(endpoint: str) -> str:
         protocol_version=5,
         connect_timeout=3,
         control_connection_timeout=3,
-        load_balancing_policy=DCAwareRoundRobinPolicy(local_dc="datacenter1"),
+        load_balancing_policy=WhiteListRoundRobinPolicy([host]),  # this node answers, not a peer
     )
     try:
         session = cluster.connect()
         row = session.execute(SERVER_VERSION, timeout=5).one()
+        known = len(cluster.metadata.all_hosts())  # this node and the peers it knows (system.peers)
     except Exception as exc:  # the driver raises NoHostAvailable, OperationTimedOut, ...
         raise StackError(f"CQL query failed: {exc}") from exc
     finally:
         cluster.shutdown()
-    return f"Cassandra {row.release_version}"
+    if known < ring:
+        raise StackError(f"Cassandra {row.release_version} knows {known} of the cluster's {ring} nodes")
+    return f"Cassandra {row.release_version}" + (f", {known} nodes in its ring" if known > 1 else "")
 
 
 SPEC = ServerSpec(
@@ -204,3 +224,19 @@ SPEC = ServerSpec(
     command=command,
     probe=probe,
 )
+
+
+def node_spec(hosts: Sequence[str], index: int) -> ServerSpec:
+    """Node `index` (0-based) of a cluster on `hosts`: tokens evenly spread, hints on (a restarted node catches up)."""
+    name = f"{NAME}-{index + 1}"
+    token = -(2**63) + index * (2**64 // len(hosts))
+    yaml = _yaml(hosts[index], CLUSTER_NATIVE_PORT, CLUSTER_STORAGE_PORT, hosts, token=token, hints=True)
+    return ServerSpec(
+        name=name,
+        env_var=SPEC.env_var,
+        endpoint=f"{hosts[index]}:{CLUSTER_NATIVE_PORT}",
+        timeout_s=300.0,
+        prepare=partial(prepare, name=name, yaml=yaml),
+        command=partial(command, name=name, heap=NODE_HEAP),
+        probe=partial(probe, ring=len(hosts)),
+    )

@@ -1,4 +1,8 @@
-"""Apache Kafka 4.x (kafka_2.13 from Maven Central) as one KRaft broker+controller on JDK 17."""
+"""Apache Kafka 4.x (kafka_2.13 from Maven Central) on JDK 17: one KRaft broker+controller, or a cluster of them.
+
+A cluster's nodes are each broker and controller (a static quorum of all of them), with topics replicated to three
+brokers and `min.insync.replicas=2`: an acks=all write succeeds with one broker down, and fails with two.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import base64
 import logging
 import subprocess
 import uuid
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from tickwheel.dev.stack.process import (
@@ -23,6 +29,9 @@ log = logging.getLogger(__name__)
 NAME = "kafka"
 BROKER_PORT = 19092
 CONTROLLER_PORT = 19093
+CLUSTER_BROKER_PORT = 29092
+CLUSTER_CONTROLLER_PORT = 29093
+CLUSTER_ID_FILE = "kafka-cluster-id"
 
 _PROPERTIES = f"""\
 process.roles=broker,controller
@@ -65,10 +74,26 @@ logger.ak.name = org.apache.kafka
 logger.ak.level = warn
 """
 
-# KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh, with a small heap.
+# A cluster node's differences from the single broker: replicated internal topics, static voters, and the
+# broker's defaults for the topics the platform creates.
+_NODE_OVERRIDES = {
+    "node.id": "{node_id}",
+    "controller.quorum.voters": "{voters}",
+    "offsets.topic.replication.factor": "{replicas}",
+    "transaction.state.log.replication.factor": "{replicas}",
+    "transaction.state.log.min.isr": "{min_isr}",
+    "share.coordinator.state.topic.replication.factor": "{replicas}",
+    "share.coordinator.state.topic.min.isr": "{min_isr}",
+    "default.replication.factor": "{replicas}",
+    "min.insync.replicas": "{min_isr}",
+    "unclean.leader.election.enable": "false",
+    "num.partitions": "1",
+}
+
+_HEAP = ["-Xms512m", "-Xmx768m"]
+NODE_HEAP = ["-Xms256m", "-Xmx384m"]
+# KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh.
 _JVM = [
-    "-Xms512m",
-    "-Xmx768m",
     "-XX:+UseG1GC",
     "-XX:MaxGCPauseMillis=20",
     "-XX:InitiatingHeapOccupancyPercent=35",
@@ -79,47 +104,74 @@ _JVM = [
 ]
 
 
-def _paths(stack_dir: Path) -> tuple[Path, Path, Path]:
-    home = server_dir(stack_dir, NAME).resolve()
+def _paths(stack_dir: Path, name: str = NAME) -> tuple[Path, Path, Path]:
+    home = server_dir(stack_dir, name).resolve()
     return home / "server.properties", home / "log4j2.properties", home / "data"
 
 
-def _java(stack_dir: Path, *args: str) -> list[str]:
+def _java(stack_dir: Path, name: str, heap: Sequence[str], *args: str) -> list[str]:
     lib = (stack_dir / "lib" / NAME).resolve()
-    _, log4j2, _ = _paths(stack_dir)
-    return [java_bin(), *_JVM, f"-Dlog4j2.configurationFile={log4j2}", "-cp", f"{lib}/*", *args]
+    _, log4j2, _ = _paths(stack_dir, name)
+    return [java_bin(), *heap, *_JVM, f"-Dlog4j2.configurationFile={log4j2}", "-cp", f"{lib}/*", *args]
 
 
 def prepare(stack_dir: Path) -> None:
     """Resolve jars, write config, and format the storage once (a dynamic quorum of one: --standalone)."""
+    _prepare(stack_dir, NAME, _PROPERTIES, _new_cluster_id(), ["--standalone"])
+
+
+def _prepare(stack_dir: Path, name: str, properties: str, cluster_id: str, quorum: list[str]) -> None:
     ensure_maven_jars(stack_dir, NAME)
-    props, log4j2, data = _paths(stack_dir)
+    props, log4j2, data = _paths(stack_dir, name)
     data.mkdir(parents=True, exist_ok=True)
-    props.write_text(_PROPERTIES.format(data_dir=data))
+    props.write_text(properties.format(data_dir=data))
     log4j2.write_text(_LOG4J2)
     if (data / "meta.properties").exists():
         return
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
     argv = _java(
-        stack_dir,
-        "kafka.tools.StorageTool",
-        "format",
-        "-t",
-        cluster_id,
-        "-c",
-        str(props),
-        "--standalone",
-        "--ignore-formatted",
-    )
+        stack_dir, name, NODE_HEAP, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+        *quorum, "--ignore-formatted",
+    )  # fmt: skip
     result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
     if result.returncode != 0:
         raise StackError(f"kafka storage format failed:\n{(result.stdout + result.stderr)[-4000:]}")
-    log.info("formatted kafka storage, cluster id %s", cluster_id)
+    log.info("formatted %s storage, cluster id %s", name, cluster_id)
 
 
-def command(stack_dir: Path) -> list[str]:
-    props, _, _ = _paths(stack_dir)
-    return _java(stack_dir, "kafka.Kafka", str(props))
+def _new_cluster_id() -> str:
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def command(stack_dir: Path, name: str = NAME, heap: Sequence[str] = tuple(_HEAP)) -> list[str]:
+    props, _, _ = _paths(stack_dir, name)
+    return _java(stack_dir, name, heap, "kafka.Kafka", str(props))
+
+
+def _node_properties(hosts: Sequence[str], index: int) -> str:
+    host = hosts[index]
+    voters = ",".join(f"{i + 1}@{h}:{CLUSTER_CONTROLLER_PORT}" for i, h in enumerate(hosts))
+    single = {
+        "listeners": f"PLAINTEXT://{host}:{CLUSTER_BROKER_PORT},CONTROLLER://{host}:{CLUSTER_CONTROLLER_PORT}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{CLUSTER_BROKER_PORT}",
+    }
+    fields = {"node_id": index + 1, "voters": voters, "replicas": len(hosts), "min_isr": min(2, len(hosts))}
+    overrides = {k: v.format(**fields) for k, v in _NODE_OVERRIDES.items()} | single
+    lines = []
+    for line in _PROPERTIES.splitlines():
+        key = line.partition("=")[0]
+        if key == "controller.quorum.bootstrap.servers":  # a static quorum instead (controller.quorum.voters)
+            continue
+        lines.append(f"{key}={overrides.pop(key)}" if key in overrides else line)
+    lines += [f"{k}={v}" for k, v in overrides.items()]
+    return "\n".join(lines) + "\n"
+
+
+def _prepare_node(stack_dir: Path, hosts: Sequence[str], index: int) -> None:
+    """Format a node's storage with the cluster's one id (written once in the stack directory)."""
+    id_file = stack_dir / CLUSTER_ID_FILE
+    if not id_file.exists():
+        id_file.write_text(_new_cluster_id() + "\n")
+    _prepare(stack_dir, f"{NAME}-{index + 1}", _node_properties(hosts, index), id_file.read_text().strip(), [])
 
 
 def probe(endpoint: str) -> str:
@@ -156,3 +208,17 @@ SPEC = ServerSpec(
     command=command,
     probe=probe,
 )
+
+
+def node_spec(hosts: Sequence[str], index: int) -> ServerSpec:
+    """Node `index` (0-based) of a cluster on `hosts`: broker and controller, node id `index + 1`."""
+    name = f"{NAME}-{index + 1}"
+    return ServerSpec(
+        name=name,
+        env_var=SPEC.env_var,
+        endpoint=f"{hosts[index]}:{CLUSTER_BROKER_PORT}",
+        timeout_s=180.0,
+        prepare=partial(_prepare_node, hosts=hosts, index=index),
+        command=partial(command, name=name, heap=tuple(NODE_HEAP)),
+        probe=probe,
+    )

@@ -223,6 +223,15 @@ def ensure_maven_jars(stack_dir: Path, name: str) -> Path:
     done = lib / ".complete"
     if done.exists():
         return lib
+    # A cluster's three nodes of one kind prepare at once: one copies, the others wait for its copy.
+    with server_lock(stack_dir / "lib", name):
+        if not done.exists():
+            _copy_maven_jars(name, lib)
+            done.write_text("ok\n")
+    return lib
+
+
+def _copy_maven_jars(name: str, lib: Path) -> None:
     mvn = shutil.which("mvn")
     if mvn is None:
         raise StackError("Maven (mvn) is not on PATH; install it (apt-get install maven)")
@@ -238,8 +247,6 @@ def ensure_maven_jars(stack_dir: Path, name: str) -> Path:
         "-DincludeScope=runtime",
     ]
     _run(argv, dict(os.environ))
-    done.write_text("ok\n")
-    return lib
 
 
 def _pom(name: str) -> Path:

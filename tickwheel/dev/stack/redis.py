@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import shutil
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from tickwheel.dev.stack.process import (
@@ -19,6 +22,7 @@ log = logging.getLogger(__name__)
 
 NAME = "redis"
 PORT = 16379
+CLUSTER_PORT = 26379
 
 
 def _installed() -> bool:
@@ -30,14 +34,14 @@ def prepare(stack_dir: Path) -> None:
     server_dir(stack_dir, NAME).mkdir(parents=True, exist_ok=True)
 
 
-def command(stack_dir: Path) -> list[str]:
+def command(stack_dir: Path, port: int = PORT, host: str = "127.0.0.1") -> list[str]:
     server = shutil.which("redis-server") or "redis-server"
     return [
         server,
         "--port",
-        str(PORT),
+        str(port),
         "--bind",
-        "127.0.0.1",
+        host,
         "--save",
         "",
         "--appendonly",
@@ -76,3 +80,9 @@ SPEC = ServerSpec(
     command=command,
     probe=probe,
 )
+
+
+def cluster_spec(hosts: Sequence[str]) -> ServerSpec:
+    """The one Redis of a cluster (it holds limits and caches, not truth), on the first host."""
+    endpoint = f"redis://{hosts[0]}:{CLUSTER_PORT}/0"
+    return dataclasses.replace(SPEC, endpoint=endpoint, command=partial(command, port=CLUSTER_PORT, host=hosts[0]))

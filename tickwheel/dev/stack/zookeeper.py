@@ -1,9 +1,11 @@
-"""ZooKeeper from the Debian package (/usr/share/java/zookeeper.jar), standalone."""
+"""ZooKeeper from the Debian package (/usr/share/java/zookeeper.jar): standalone, or the servers of an ensemble."""
 
 from __future__ import annotations
 
 import logging
 import socket
+from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 from tickwheel.dev.stack.process import (
@@ -23,16 +25,19 @@ _probe_log.addHandler(logging.NullHandler())
 
 NAME = "zookeeper"
 CLIENT_PORT = 21810
+CLUSTER_CLIENT_PORT = 31810
+CLUSTER_QUORUM_PORT = 22888
+CLUSTER_ELECTION_PORT = 23888
 _JAVA_DIR = Path("/usr/share/java")
 _JARS = ("zookeeper.jar", "slf4j-log4j12.jar", "log4j-1.2.jar")
 
-_ZOO_CFG = f"""\
+_ZOO_CFG = """\
 tickTime=2000
 initLimit=10
 syncLimit=5
-dataDir={{data_dir}}
-clientPort={CLIENT_PORT}
-clientPortAddress=127.0.0.1
+dataDir={data_dir}
+clientPort={client_port}
+clientPortAddress={host}
 maxClientCnxns=0
 admin.enableServer=false
 4lw.commands.whitelist=*
@@ -51,15 +56,32 @@ def _installed() -> bool:
 
 
 def prepare(stack_dir: Path) -> None:
+    _prepare(stack_dir, NAME, "127.0.0.1", CLIENT_PORT, ensemble="")
+
+
+def _prepare(stack_dir: Path, name: str, host: str, client_port: int, ensemble: str, myid: int = 0) -> None:
     ensure_apt_packages(_installed)
-    home = server_dir(stack_dir, NAME).resolve()
+    home = server_dir(stack_dir, name).resolve()
     (home / "data").mkdir(parents=True, exist_ok=True)
-    (home / "zoo.cfg").write_text(_ZOO_CFG.format(data_dir=home / "data"))
+    if myid:
+        (home / "data" / "myid").write_text(f"{myid}\n")
+    config = _ZOO_CFG.format(data_dir=home / "data", client_port=client_port, host=host)
+    (home / "zoo.cfg").write_text(config + ensemble)
     (home / "log4j.properties").write_text(_LOG4J)
 
 
-def command(stack_dir: Path) -> list[str]:
-    home = server_dir(stack_dir, NAME).resolve()
+def _prepare_node(stack_dir: Path, hosts: Sequence[str], index: int) -> None:
+    if len(hosts) == 1:  # a one-node "cluster" is a standalone server on its own address
+        _prepare(stack_dir, f"{NAME}-1", hosts[0], CLUSTER_CLIENT_PORT, ensemble="")
+        return
+    ensemble = "".join(
+        f"server.{i + 1}={h}:{CLUSTER_QUORUM_PORT}:{CLUSTER_ELECTION_PORT}\n" for i, h in enumerate(hosts)
+    )
+    _prepare(stack_dir, f"{NAME}-{index + 1}", hosts[index], CLUSTER_CLIENT_PORT, ensemble, myid=index + 1)
+
+
+def command(stack_dir: Path, name: str = NAME) -> list[str]:
+    home = server_dir(stack_dir, name).resolve()
     classpath = ":".join([str(home), *(str(_JAVA_DIR / jar) for jar in _JARS)])
     return [
         java_bin(),
@@ -114,3 +136,17 @@ SPEC = ServerSpec(
     command=command,
     probe=probe,
 )
+
+
+def node_spec(hosts: Sequence[str], index: int) -> ServerSpec:
+    """Server `index` (0-based) of an ensemble on `hosts`; it answers once a quorum has elected a leader."""
+    name = f"{NAME}-{index + 1}"
+    return ServerSpec(
+        name=name,
+        env_var=SPEC.env_var,
+        endpoint=f"{hosts[index]}:{CLUSTER_CLIENT_PORT}",
+        timeout_s=120.0,
+        prepare=partial(_prepare_node, hosts=hosts, index=index),
+        command=partial(command, name=name),
+        probe=probe,
+    )
