@@ -17,12 +17,12 @@ from typing import Any
 
 from aiohttp import web
 
+from tickwheel.core.instants import whole_ms
 from tickwheel.errors import InvalidInput, TickwheelError
 
 from .context import api_of
 from .idempotency import keyed_batch_item
 from .jobs import create, parse_definition
-from .planning import to_ms
 from .problems import error_document
 from .responses import job_document, json_response
 from .wire import parse_json
@@ -67,7 +67,7 @@ def _items(document: Any) -> list[Any]:
 async def _create_item(request: web.Request, body: bytes, index: int, document: Any) -> dict[str, Any]:
     """One item through the single-create path: its result entry, or its problem naming the item."""
     api = api_of(request)
-    now = to_ms(api.clock())
+    now = whole_ms(api.clock())
     try:
         definition, schedule = parse_definition(api, request, document, now)
         keyed = keyed_batch_item(request, body, index)

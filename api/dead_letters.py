@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
@@ -14,9 +13,8 @@ from tickwheel.egress import canonical_host
 from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store import dead_letters as letters
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import Row
 from tickwheel.store.jobs import JobState, get_job
-from tickwheel.store.runs import new_run_of
+from tickwheel.store.records import DeadLetter
 
 from . import audit
 from .context import api_of, tenant_of
@@ -29,15 +27,16 @@ BULK_MAX = 1000
 BULK_FILTERS = {"jobId", "targetHost", "since", "until", "dryRun", "limit"}
 
 
-def letter_document(row: Row) -> dict[str, Any]:
+def letter_document(letter: DeadLetter) -> dict[str, Any]:
+    """The API's DeadLetter document."""
     return {
-        "run_id": str(row["run_id"]),
-        "job_id": str(row["job_id"]),
-        "dead_at": instant(row["dead_at"]),
-        "target_host": row["target_host"],
-        "last_error": row["last_error"],
-        "attempts": json.loads(row["attempts"] or "[]"),
-        "redriven_at": instant(row["redriven_at"]),
+        "run_id": str(letter.run_id),
+        "job_id": str(letter.job_id),
+        "dead_at": instant(letter.dead_at),
+        "target_host": letter.target_host,
+        "last_error": letter.last_error,
+        "attempts": list(letter.attempts),
+        "redriven_at": instant(letter.redriven_at),
     }
 
 
@@ -64,22 +63,22 @@ async def list_letters(request: web.Request) -> web.Response:
     return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
-async def _redrive(request: web.Request, letter: Row, now: datetime) -> bool:
+async def _redrive(request: web.Request, letter: DeadLetter, now: datetime) -> bool:
     """Redrive for the job's current version; a paused or deleted job is refused (its runs would be cancelled)."""
     api = api_of(request)
-    job = await get_job(api.store, letter["job_id"])
+    job = await get_job(api.store, letter.job_id)
     if job is None or job.state is not JobState.ACTIVE:
         state = "deleted" if job is None or job.state is JobState.DELETED else "paused"
-        raise Conflict(f"job {letter['job_id']} is {state}; resume it before redriving its runs")
+        raise Conflict(f"job {letter.job_id} is {state}; resume it before redriving its runs")
     run = await letters.redrive_dead_letter(api.store, letter, now, now, job_version=job.version)
     if run is None:
         return False
-    await api.near.announce_if_near(due_run_for(new_run_of(run), attempt=int(run["attempt"]), fire_at=now), now)
-    await audit.record(request, "redrive", job, job, {"run_id": str(letter["run_id"])})
+    await api.near.announce_if_near(due_run_for(run.identity(), attempt=run.attempt, fire_at=now), now)
+    await audit.record(request, "redrive", job, job, {"run_id": str(letter.run_id)})
     return True
 
 
-async def _redrive_or_skip(request: web.Request, letter: Row, now: datetime) -> bool:
+async def _redrive_or_skip(request: web.Request, letter: DeadLetter, now: datetime) -> bool:
     """In a bulk redrive, a letter whose job is paused or deleted is skipped (it is not in `run_ids`)."""
     try:
         return await _redrive(request, letter, now)
@@ -92,7 +91,7 @@ async def redrive_one(request: web.Request) -> web.Response:
     return await idempotent(request, b"", lambda: _redrive_one(request))
 
 
-async def letter_for_tenant(request: web.Request, absent: str = "") -> Row:
+async def letter_for_tenant(request: web.Request, absent: str = "") -> DeadLetter:
     """The caller's live dead letter of the run in the path (404 otherwise, with `absent` as a hint)."""
     run_id = path_uuid(request, "run_id", "dead letter")
     letter = await letters.get_dead_letter(api_of(request).store, tenant_of(request).tenant_id, run_id)
@@ -104,7 +103,7 @@ async def letter_for_tenant(request: web.Request, absent: str = "") -> Row:
 async def _redrive_one(request: web.Request) -> web.Response:
     api = api_of(request)
     letter = await letter_for_tenant(request, " (or it was already redriven)")
-    run_id = letter["run_id"]
+    run_id = letter.run_id
     now = api.clock()
     if not await _redrive(request, letter, now):
         raise NotFound(f"run {run_id} is no longer dead")
@@ -134,7 +133,7 @@ def _bulk_filters(document: Any) -> dict[str, Any]:
     return document
 
 
-async def _matching(request: web.Request, document: dict[str, Any]) -> list[Row]:
+async def _matching(request: web.Request, document: dict[str, Any]) -> list[DeadLetter]:
     """The tenant's letters a bulk body's filters select (at most its `limit`), newest first."""
     api, tenant = api_of(request), tenant_of(request)
     rows, _ = await letters.list_dead_letters(
@@ -152,11 +151,11 @@ async def _matching(request: web.Request, document: dict[str, Any]) -> list[Row]
 async def _redrive_many(request: web.Request, body: bytes) -> web.Response:
     api = api_of(request)
     document = _bulk_filters(parse_json(body))
-    pending = [r for r in await _matching(request, document) if r["redriven_at"] is None]
+    pending = [letter for letter in await _matching(request, document) if letter.redriven_at is None]
     now = api.clock()
     if document.get("dryRun", False):
-        return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r["run_id"]) for r in pending]})
-    redriven = [str(r["run_id"]) for r in pending if await _redrive_or_skip(request, r, now)]
+        return json_response({"dry_run": True, "matched": len(pending), "run_ids": [str(r.run_id) for r in pending]})
+    redriven = [str(r.run_id) for r in pending if await _redrive_or_skip(request, r, now)]
     return json_response({"dry_run": False, "matched": len(pending), "redriven": len(redriven), "run_ids": redriven})
 
 
@@ -188,7 +187,7 @@ async def _purge_many(request: web.Request, body: bytes) -> web.Response:
     api = api_of(request)
     document = _bulk_filters(parse_json(body))
     rows = await _matching(request, document)
-    run_ids = [str(r["run_id"]) for r in rows]
+    run_ids = [str(r.run_id) for r in rows]
     if document.get("dryRun", False):
         return json_response({"dry_run": True, "matched": len(rows), "run_ids": run_ids})
     for row in rows:

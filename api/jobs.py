@@ -15,8 +15,8 @@ from aiohttp import web
 from schemas.messages import JobDefinition
 from tickwheel import metrics
 from tickwheel.core.ids import shard_of
+from tickwheel.core.instants import whole_ms
 from tickwheel.core.schedule import Schedule
-from tickwheel.core.targets import default_topic_prefix
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
@@ -24,12 +24,13 @@ from tickwheel.store import names, run_history
 from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
-from tickwheel.store.runs import NewRun, to_utc
+from tickwheel.store.records import RunStatus
+from tickwheel.store.runs import NewRun
 
 from . import audit, quotas
 from .context import Api, api_of, tenant_of
 from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
-from .planning import next_at, plan_run, resume_at, to_ms
+from .planning import next_at, resume_at
 from .responses import job_document, json_response, list_document, page_limit, path_uuid, preview_document
 from .validation import check_definition
 from .wire import decode_body, definition_document, instant, parse_json, to_definition
@@ -50,7 +51,7 @@ def parse_definition(api: Api, request: web.Request, document: Any, now: datetim
     schedule = check_definition(
         definition,
         min_interval_s=quotas.min_interval_s(api, tenant),
-        kafka_topic_prefix=tenant.kafka_topic_prefix or default_topic_prefix(tenant.tenant_id),
+        kafka_topic_prefix=tenant.topic_prefix,
     )
     return definition, schedule
 
@@ -59,18 +60,18 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
     doc = definition.schedule
     if doc.type != "interval" or doc.anchor_at is not None:
         return definition
-    anchor = doc.start_at or instant(to_ms(now))
+    anchor = doc.start_at or instant(whole_ms(now))
     # msgspec structs are changed with msgspec.structs.replace (dataclasses.replace does not apply)
     return msgspec.structs.replace(definition, schedule=msgspec.structs.replace(doc, anchor_at=anchor))
 
 
-async def _replayed_job(api: Api, keyed: KeyedCreate, existing: dict[str, Any], now: datetime) -> Job:
+async def _replayed_job(api: Api, keyed: KeyedCreate, existing: job_store.KeyedJob, now: datetime) -> Job:
     """The same key again: the job it made, after completing its first run if that request died before writing
     it (a request younger than the store's timeout may still be writing it: 409, try again)."""
-    check_replay(keyed, existing.get("request_hash"))
-    job = job_store.job_of(existing)
+    check_replay(keyed, existing.request_hash)
+    job = existing.job
     if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:
-        first = plan_run(job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at)
+        first = job_store.occurrence_run(job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at)
         if await run_store.get_run(api.store, first.run_id) is None:
             if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
                 raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
@@ -103,7 +104,7 @@ async def create_job(request: web.Request) -> web.Response:
 
 async def _create(request: web.Request, body: bytes, keyed: KeyedCreate | None) -> web.Response:
     api = api_of(request)
-    now = to_ms(api.clock())  # what the job row stores, so a replay renders the same document
+    now = whole_ms(api.clock())  # what the job row stores, so a replay renders the same document
     definition, schedule = parse_definition(api, request, parse_json(body), now)
     job_id = keyed.job_id if keyed else uuid.uuid4()
     job, replayed = await create(request, definition, schedule, job_id, now, keyed)
@@ -128,7 +129,7 @@ async def create(
     if at is None:
         raise InvalidInput("the schedule has no occurrence from now on", field="schedule")
     shard = shard_of(job_id, api.settings.shards)
-    run = plan_run(job_id, tenant.tenant_id, shard, 1, definition, at)
+    run = job_store.occurrence_run(job_id, tenant.tenant_id, shard, 1, definition, at)
     job = Job(
         job_id, tenant.tenant_id, shard, JobState.ACTIVE, 1, definition, definition.priority,
         run.scheduled_at, run.run_id, 0, None, None, now, now,
@@ -191,21 +192,20 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
     """The newest run whose time has come (the scheduled next run is reported as `next_run_at`). The history
     records outcomes; a run it still shows SCHEDULED may have started since, which only its run row tells."""
     store = api_of(request).store
-    rows = await run_history.latest(store, job.job_id, 5)
+    entries = await run_history.latest(store, job.job_id, 5)
     now = api_of(request).clock()
-    for row in rows:
-        scheduled_at = to_utc(row["scheduled_at"])
-        if scheduled_at is None or scheduled_at > now:
+    for entry in entries:
+        if entry.scheduled_at > now:
             continue
-        if row["status"] == "SCHEDULED":
-            live = await run_store.get_run(store, row["run_id"])
-            row = {**row, **({"status": live["status"], "attempt": live["attempt"]} if live else {})}
-        if row["run_id"] != job.next_run_id or row["status"] != "SCHEDULED":
+        if entry.status is RunStatus.SCHEDULED:
+            live = await run_store.get_run(store, entry.run_id)
+            entry = dataclasses.replace(entry, status=live.status, attempt=live.attempt) if live else entry
+        if entry.run_id != job.next_run_id or entry.status is not RunStatus.SCHEDULED:
             return {
-                "id": str(row["run_id"]),
-                "status": row["status"],
-                "attempt": row["attempt"],
-                "scheduled_at": instant(scheduled_at),
+                "id": str(entry.run_id),
+                "status": entry.status.value,
+                "attempt": entry.attempt,
+                "scheduled_at": instant(entry.scheduled_at),
             }
     return None
 
@@ -274,7 +274,7 @@ def plan_change(
         at = next_at(schedule or schedule_of(definition), now, job.fired_count)
     if at is None:
         return JobChange(state, definition, None, None), None
-    run = plan_run(job.job_id, job.tenant_id, job.shard, job.version + 1, definition, at)
+    run = job_store.occurrence_run(job.job_id, job.tenant_id, job.shard, job.version + 1, definition, at)
     return JobChange(state, definition, run.scheduled_at, run.run_id), run
 
 

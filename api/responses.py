@@ -13,8 +13,8 @@ from tickwheel.core.errors import ScheduleError
 from tickwheel.core.instants import parse_instant
 from tickwheel.core.schedule import Schedule, preview
 from tickwheel.errors import InvalidInput, NotFound
-from tickwheel.store.cassandra import Row
 from tickwheel.store.jobs import Job
+from tickwheel.store.records import Run
 
 from .wire import definition_document, instant
 
@@ -66,23 +66,24 @@ def job_document(job: Job, last_run: dict[str, Any] | None = None, *, with_last_
     return document
 
 
-def run_document(row: Row) -> dict[str, Any]:
+def run_document(run: Run) -> dict[str, Any]:
+    """The API's Run document (without its attempts)."""
     return {
-        "id": str(row["run_id"]),
-        "job_id": str(row["job_id"]),
-        "status": row["status"],
-        "attempt": row["attempt"],
-        "lane": row["lane"],
-        "scheduled_at": instant(row["scheduled_at"]),
-        "due_at": instant(row["due_at"]),
-        "lease_until": instant(row["lease_until"]),
-        "started_at": instant(row["started_at"]),
-        "finished_at": instant(row["finished_at"]),
-        "response_code": row["response_code"],
-        "last_error": row["last_error"],
-        "dead_at": instant(row["dead_at"]),
-        "redrive_count": row["redrive_count"] or 0,
-        "origin": row.get("origin") or "schedule",
+        "id": str(run.run_id),
+        "job_id": str(run.job_id),
+        "status": run.status.value,
+        "attempt": run.attempt,
+        "lane": run.lane,
+        "scheduled_at": instant(run.scheduled_at),
+        "due_at": instant(run.due_at),
+        "lease_until": instant(run.lease_until),
+        "started_at": instant(run.started_at),
+        "finished_at": instant(run.finished_at),
+        "response_code": run.response_code,
+        "last_error": run.last_error,
+        "dead_at": instant(run.dead_at),
+        "redrive_count": run.redrive_count,
+        "origin": run.origin or "schedule",
     }
 
 

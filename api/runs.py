@@ -15,8 +15,7 @@ from tickwheel.store import jobs as job_store
 from tickwheel.store import run_history
 from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import Row
-from tickwheel.store.runs import RunStatus
+from tickwheel.store.records import Found, Run, RunStatus
 
 from .context import api_of, tenant_of
 from .idempotency import idempotent
@@ -32,12 +31,13 @@ OUTCOMES = ("succeeded", "failed")
 STATUSES = {s.value for s in RunStatus}
 
 
-async def run_for_tenant(request: web.Request) -> Row:
+async def run_for_tenant(request: web.Request) -> Run:
+    """The caller's run named in the path (404 when it has none by that id)."""
     run_id = path_uuid(request, "run_id", "run")
-    row = await run_store.get_run(api_of(request).store, run_id)
-    if row is None or row["tenant_id"] != tenant_of(request).tenant_id:
+    run = await run_store.get_run(api_of(request).store, run_id)
+    if run is None or run.tenant_id != tenant_of(request).tenant_id:
         raise NotFound(f"no run {run_id}")
-    return row
+    return run
 
 
 @routes.get("/v1/jobs/{job_id}/runs")
@@ -48,7 +48,7 @@ async def list_runs(request: web.Request) -> web.Response:
     if status is not None and status not in STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(sorted(STATUSES))}", field="status")
     scope = f"runs|{job.job_id}|{status}"
-    rows, next_cursor = await run_history.page_of_job(
+    entries, next_cursor = await run_history.page_of_job(
         api.store,
         job.job_id,
         status,
@@ -57,34 +57,34 @@ async def list_runs(request: web.Request) -> web.Response:
     )
     items = [
         {
-            "id": str(r["run_id"]),
-            "scheduled_at": instant(run_store.to_utc(r["scheduled_at"])),
-            "status": r["status"],
-            "attempt": r["attempt"],
-            "updated_at": instant(run_store.to_utc(r["updated_at"])),
-            "origin": r.get("origin") or "schedule",
+            "id": str(entry.run_id),
+            "scheduled_at": instant(entry.scheduled_at),
+            "status": entry.status.value,
+            "attempt": entry.attempt,
+            "updated_at": instant(entry.updated_at),
+            "origin": entry.origin or "schedule",
         }
-        for r in rows
+        for entry in entries
     ]
     return json_response(list_document(items, api.cursors.seal(tenant.tenant_id, scope, next_cursor)))
 
 
 @routes.get("/v1/runs/{run_id}")
 async def get_run(request: web.Request) -> web.Response:
-    row = await run_for_tenant(request)
-    attempts = await run_store.get_attempts(api_of(request).store, row["run_id"])
-    document = run_document(row)
+    run = await run_for_tenant(request)
+    attempts = await run_store.get_attempts(api_of(request).store, run.run_id)
+    document = run_document(run)
     document["attempts"] = [
         {
-            "attempt": a["attempt"],
-            "kind": a["kind"],
-            "outcome": a["outcome"],
-            "worker": a["worker"],
-            "started_at": instant(a["started_at"]),
-            "finished_at": instant(a["finished_at"]),
-            "response_code": a["response_code"],
-            "error": a["error"],
-            "response_excerpt": a["response_excerpt"],
+            "attempt": a.attempt,
+            "kind": a.kind,
+            "outcome": a.outcome,
+            "worker": a.worker,
+            "started_at": instant(a.started_at),
+            "finished_at": instant(a.finished_at),
+            "response_code": a.response_code,
+            "error": a.error,
+            "response_excerpt": a.response_excerpt,
         }
         for a in attempts
     ]
@@ -117,39 +117,37 @@ async def _heartbeat(request: web.Request, body: bytes) -> web.Response:
     api = api_of(request)
     document = parse_json(body)
     _heartbeat_body(document, 1)  # bad input answers 422 before the run is looked up
-    row = await run_for_tenant(request)
-    completion = await _async_completion_of(request, row)
+    run = await run_for_tenant(request)
+    completion = await _async_completion_of(request, run)
     attempt, extend_s = _heartbeat_body(document, completion.lease_s if completion else api.settings.worker.lease_s)
     now = api.clock()
     lease_until = now + timedelta(seconds=extend_s)
     if completion is not None:
-        lease_until = min(lease_until, _latest_lease(row, completion, now))
+        lease_until = min(lease_until, _latest_lease(run, completion, now))
         if lease_until <= now:
             raise Conflict(f"the run's maximum lease ({completion.max_lease_s} s from its claim) has passed",
                            field="attempt")  # fmt: skip
-    transition = await run_store.extend_lease(api.store, row["run_id"], attempt, lease_until)
-    if not transition.applied:
-        raise _not_holding(attempt, transition.current)
-    lease = transition.current["lease_until"]
-    return json_response({"id": str(row["run_id"]), "attempt": attempt, "lease_until": instant(lease)})
+    transition = await run_store.extend_lease(api.store, run.run_id, attempt, lease_until)
+    if not transition.applied or transition.lease_until is None:
+        raise _not_holding(attempt, transition.found)
+    return json_response({"id": str(run.run_id), "attempt": attempt, "lease_until": instant(transition.lease_until)})
 
 
-async def _async_completion_of(request: web.Request, row: Row) -> AsyncCompletionDoc | None:
+async def _async_completion_of(request: web.Request, run: Run) -> AsyncCompletionDoc | None:
     """The run's job's asynchronous-completion settings (None: the job did not opt in, or is gone)."""
-    job = await job_store.get_job(api_of(request).store, row["job_id"])
+    job = await job_store.get_job(api_of(request).store, run.job_id)
     return None if job is None else job.definition.async_completion
 
 
-def _latest_lease(row: Row, completion: AsyncCompletionDoc, now: datetime) -> datetime:
-    started_at = row.get("started_at") or now
+def _latest_lease(run: Run, completion: AsyncCompletionDoc, now: datetime) -> datetime:
+    started_at = run.started_at or now
     return started_at + timedelta(seconds=completion.max_lease_s)
 
 
-def _not_holding(attempt: int, current: Row) -> Conflict:
-    return Conflict(
-        f"attempt {attempt} does not hold the run (it is {current.get('status')} at attempt {current.get('attempt')})",
-        field="attempt",
-    )
+def _not_holding(attempt: int, found: Found) -> Conflict:
+    status = None if found.status is None else found.status.value
+    return Conflict(f"attempt {attempt} does not hold the run (it is {status} at attempt {found.attempt})",
+                    field="attempt")  # fmt: skip
 
 
 @routes.post("/v1/runs/{run_id}/complete")
@@ -180,20 +178,20 @@ async def _complete(request: web.Request, body: bytes) -> web.Response:
     recorded; the run's status tells when it is."""
     api = api_of(request)
     attempt, report = _completion_body(parse_json(body))
-    row = await run_for_tenant(request)
-    if await _async_completion_of(request, row) is None:
+    run = await run_for_tenant(request)
+    if await _async_completion_of(request, run) is None:
         raise Conflict("the run's job does not use asynchronous completion (asyncCompletion)", field="attempt")
     now = api.clock()
     report = CompletionReport(report.outcome, report.detail, int(now.timestamp() * 1000))
-    transition = await run_store.report_completion(api.store, row, attempt, encode(report).decode(), now)
+    transition = await run_store.report_completion(api.store, run.identity(), attempt, encode(report).decode(), now)
     if not transition.applied:
         metrics.async_completions.labels("refused").inc()
-        earlier = (transition.current.get("reported") or {}).get(attempt)
-        if transition.current.get("attempt") == attempt and earlier is not None:
+        found = transition.found
+        if found.attempt == attempt and attempt in found.reported:
             raise Conflict(f"attempt {attempt} has already reported its outcome", field="attempt")
-        raise _not_holding(attempt, transition.current)
+        raise _not_holding(attempt, found)
     metrics.async_completions.labels("reported").inc()
-    due = due_run_for(run_store.new_run_of(row), attempt=attempt, kind="lease_check", fire_at=now)
+    due = due_run_for(run.identity(), attempt=attempt, kind="lease_check", fire_at=now)
     await api.near.announce_if_near(due, now)
-    document = {"id": str(row["run_id"]), "attempt": attempt, "outcome": report.outcome, "status": "RUNNING"}
+    document = {"id": str(run.run_id), "attempt": attempt, "outcome": report.outcome, "status": "RUNNING"}
     return json_response(document, status=202)

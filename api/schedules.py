@@ -21,21 +21,20 @@ from aiohttp import web
 from schemas.messages import ScheduleDoc
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.ids import requested_run_id
-from tickwheel.core.instants import parse_instant
+from tickwheel.core.instants import parse_instant, whole_ms
 from tickwheel.core.policies import CatchUpPolicy
 from tickwheel.core.schedule import catch_up, next_fire, preview
 from tickwheel.errors import Conflict, InvalidInput
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.jobs import Job, JobState, run_of
+from tickwheel.store.jobs import Job, JobState, occurrence_run, run_of
 from tickwheel.store.runs import NewRun
 
 from . import audit
 from .context import api_of
 from .idempotency import idempotent
 from .jobs import apply_change, expected_version, job_for_tenant, plan_change
-from .planning import plan_run, to_ms
 from .responses import json_response
 from .validation import check_schedule
 from .wire import field_of, instant, parse_json
@@ -89,7 +88,7 @@ async def _trigger(request: web.Request, body: bytes) -> web.Response:
     asked = decode_as(body, TriggerBody)
     job = await job_for_tenant(request)
     now = api.clock()
-    at = to_ms(_trigger_at(asked, now))
+    at = whole_ms(_trigger_at(asked, now))
     _check_state(job, asked.force)
     run = requested_run(job, "trigger", at, forced=asked.force)
     await run_store.create_run(api.store, run, now)
@@ -231,7 +230,7 @@ async def _catch_up_at(request: web.Request, job: Job, until: datetime, now: dat
         return
     api = api_of(request)
     for at in catch_up(schedule_of(job.definition), now, until, rule.policy, rule.max_count, rule.max_age_s):
-        run = plan_run(job.job_id, job.tenant_id, job.shard, job.version + 1, job.definition, at)
+        run = occurrence_run(job.job_id, job.tenant_id, job.shard, job.version + 1, job.definition, at)
         run = dataclasses.replace(run, fire_at=until)
         await run_store.create_run(api.store, run, now)
         await api.near.announce_if_near(due_run_for(run), now)

@@ -12,6 +12,7 @@ import msgspec
 from aiohttp import web
 
 from schemas.messages import ScheduleDoc
+from tickwheel.core.instants import whole_ms
 from tickwheel.core.load import DueCounts, due_counts
 from tickwheel.errors import InvalidInput
 from tickwheel.model import schedule_of
@@ -20,7 +21,6 @@ from tickwheel.store.jobs import Job, JobState
 
 from . import quotas
 from .context import Api, api_of, tenant_of
-from .planning import to_ms
 from .responses import json_response, preview_document
 from .validation import check_schedule
 from .wire import field_of, instant, parse_json
@@ -99,6 +99,6 @@ async def preview_schedule(request: web.Request) -> web.Response:
     now = api.clock()
     doc = body.schedule
     if doc.type == "interval" and doc.anchor_at is None:
-        doc = msgspec.structs.replace(doc, anchor_at=doc.start_at or instant(to_ms(now)))
+        doc = msgspec.structs.replace(doc, anchor_at=doc.start_at or instant(whole_ms(now)))
     schedule = check_schedule(doc, quotas.min_interval_s(api, tenant))
     return json_response(preview_document(schedule, now - timedelta(microseconds=1), body.count, doc.tz))

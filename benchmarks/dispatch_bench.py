@@ -36,6 +36,7 @@ from tickwheel.dev.platform import local_settings
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.runs import INSERT_BUCKET
+from tickwheel.store.tables import CassandraTables
 
 SHARDS = 1024
 
@@ -72,7 +73,7 @@ async def write_minute(store: CassandraStore, minute: datetime, count: int) -> N
 
 def engine_for(settings: Settings, store: CassandraStore, producer: KafkaProducer) -> Dispatcher:
     near = NearFeed(settings, KafkaConsumer(settings.kafka))
-    engine = Dispatcher(settings, store, producer, near, name="bench")
+    engine = Dispatcher(settings, CassandraTables(store), producer, near, name="bench")
     engine.member = "bench"
     engine.confirm_alive()
     return engine

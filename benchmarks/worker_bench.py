@@ -84,10 +84,10 @@ async def wait_done(store: CassandraStore, dues: list[DueRun], timeout_s: float)
         await asyncio.sleep(0.5)
         rows = await asyncio.gather(*(runs.get_run(store, rid) for rid in list(pending)[:400]))
         for row in rows:
-            if row and row["status"] == "SUCCEEDED":
-                pending.discard(row["run_id"])
-                first = min(first, row["started_at"].timestamp())
-                last = max(last, row["finished_at"].timestamp())
+            if row and row.status == "SUCCEEDED" and row.started_at and row.finished_at:
+                pending.discard(row.run_id)
+                first = min(first, row.started_at.timestamp())
+                last = max(last, row.finished_at.timestamp())
     if pending:
         raise TimeoutError(f"{len(pending)} runs not finished")
     return first, last

@@ -5,14 +5,13 @@ from __future__ import annotations
 from datetime import datetime
 
 from tickwheel import metrics
-from tickwheel.store import operator
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import CoordinatorStore
 
 
-async def forecast(store: CassandraStore, now: datetime, minutes: int, shards: int) -> list[int]:
+async def forecast(store: CoordinatorStore, now: datetime, minutes: int, shards: int) -> list[int]:
     """Runs due in minute k (k = 0 is the current minute) for k < `minutes`, over all shards; also published as
     metrics.forecast_due{minutes_ahead}. A few multi-partition COUNTs per minute keep it cheap."""
-    counts = await operator.due_per_minute(store, now, minutes, shards)
+    counts = await store.due_per_minute(now, minutes, shards)
     for ahead, count in enumerate(counts):
         metrics.forecast_due.labels(minutes_ahead=str(ahead)).set(count)
     return counts

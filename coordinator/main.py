@@ -29,9 +29,10 @@ from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, Sessi
 from tickwheel.core.reconcile import Finding
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
-from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import Job
+from tickwheel.store.ports import CoordinatorStore
+from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class Coordinator:
         zk: ZooKeeper,
         sweeper: Sweeper,
         mover: FarMover,
-        store: CassandraStore,
+        store: CoordinatorStore,
         *,
         name: str,
         reconciler: Reconciler | None = None,
@@ -190,7 +191,7 @@ class Coordinator:
             previous, version = None, -1
         # Without a published assignment (first start, or ZooKeeper's state lost) the epoch must still exceed
         # every epoch the checkpoints were fenced with.
-        floor = await checkpoints.highest_epoch(self.store) if previous is None else 0
+        floor = await self.store.highest_epoch() if previous is None else 0
         new = next_assignment(previous, members, self.settings.shards, floor_epoch=floor)
         current = new or previous
         self.assignment = current
@@ -306,9 +307,10 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
     producer = KafkaProducer(settings.kafka)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
-    sweeper, mover = Sweeper(settings, store, producer), FarMover(settings, store, producer)
-    reconciler = Reconciler(settings, store, NearAnnouncer(settings, producer), MissedSender(settings, producer).send)
-    coordinator = Coordinator(settings, zk, sweeper, mover, store, name=name, reconciler=reconciler)
+    tables = CassandraTables(store)
+    sweeper, mover = Sweeper(settings, tables, producer), FarMover(settings, tables, producer)
+    reconciler = Reconciler(settings, tables, NearAnnouncer(settings, producer), MissedSender(settings, producer).send)
+    coordinator = Coordinator(settings, zk, sweeper, mover, tables, name=name, reconciler=reconciler)
     health = HealthServer(settings.coordinator.host, settings.coordinator.port, coordinator.ready)
     await health.start()
     await coordinator.start()

@@ -9,13 +9,12 @@ import logging
 from datetime import datetime, timedelta
 
 from tickwheel import metrics
-from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.bus.ports import Publisher
 from tickwheel.core.horizon import days_to_move
 from tickwheel.settings import Settings
-from tickwheel.store import far
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import FarStore
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +25,7 @@ class FarMover:
     """Moves far-horizon runs into their buckets; remembers the last day it finished (a new leader starts again
     `far_lookback_days` back: moving is idempotent)."""
 
-    def __init__(self, settings: Settings, store: CassandraStore, producer: KafkaProducer):
+    def __init__(self, settings: Settings, store: FarStore, producer: Publisher):
         self.settings = settings
         self.store = store
         self.near = NearAnnouncer(settings, producer)
@@ -50,14 +49,14 @@ class FarMover:
 
         async def one(shard: int) -> int:
             async with gate:
-                waiting = await far.read_day(self.store, day, shard)
+                waiting = await self.store.read_far_day(day, shard)
                 moved = 0
                 for run in waiting:
-                    if await far.move_run(self.store, run, now):
+                    if await self.store.move_far_run(run, now):
                         moved += 1
                         await self.near.announce_if_near(due_run_for(run), now)
                 if waiting:
-                    await far.delete_day(self.store, day, shard)
+                    await self.store.delete_far_day(day, shard)
                     metrics.far_moved.labels(result="moved").inc(moved)
                     metrics.far_moved.labels(result="dropped").inc(len(waiting) - moved)
                 return moved

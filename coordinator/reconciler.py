@@ -35,13 +35,10 @@ from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.reconcile import Finding, Verdict, promised, reconcile
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
-from tickwheel.store.audit import version_started_at
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import is_recurring
-from tickwheel.store.jobs import Job, JobState, job_of, run_of, scan_page
-from tickwheel.store.run_history import scheduled_between
-from tickwheel.store.runs import create_run
+from tickwheel.store.jobs import Job, JobState, run_of
+from tickwheel.store.ports import ReconcilerStore
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +52,7 @@ class Reconciler:
     """One pass over the jobs table compares, repairs and counts; `on_missed` hears of each unrepaired miss."""
 
     def __init__(
-        self, settings: Settings, store: CassandraStore, near: NearAnnouncer, on_missed: OnMissed | None = None
+        self, settings: Settings, store: ReconcilerStore, near: NearAnnouncer, on_missed: OnMissed | None = None
     ):
         self.settings = settings
         self.store = store
@@ -76,11 +73,11 @@ class Reconciler:
         self._reported = {key: until for key, until in self._reported.items() if until > now}
         cfg = self.settings.coordinator
         for _ in range(cfg.reconcile_pages_per_pass):
-            rows, self._cursor = await scan_page(self.store, page_size=cfg.sweep_page_size, cursor=self._cursor)
-            for row in rows:
-                if row["state"] != JobState.ACTIVE or not row["definition"]:
+            jobs, self._cursor = await self.store.scan_jobs(page_size=cfg.sweep_page_size, cursor=self._cursor)
+            for job in jobs:
+                if job.state is not JobState.ACTIVE:
                     continue
-                for finding in await self.check(job_of(row), now):
+                for finding in await self.check(job, now):
                     counts[finding.verdict] = counts.get(finding.verdict, 0) + 1
             if self._cursor is None:  # the cycle is complete; the next pass starts again at the beginning
                 break
@@ -104,7 +101,7 @@ class Reconciler:
         if key not in self._version_started:
             if len(self._version_started) >= VERSIONS_CACHED:
                 self._version_started.clear()
-            self._version_started[key] = await version_started_at(self.store, job.job_id, job.version)
+            self._version_started[key] = await self.store.version_started_at(job.job_id, job.version)
         return self._version_started[key]
 
     async def check(self, job: Job, now: datetime) -> list[Finding]:
@@ -117,7 +114,7 @@ class Reconciler:
         promises = promised(schedule_of(job.definition), after, until)
         if not promises:
             return []
-        recorded = await scheduled_between(self.store, job.job_id, after, until)
+        recorded = await self.store.scheduled_between(job.job_id, after, until)
         rule = catch_up_of(job.definition)
         findings = reconcile(promises, recorded, now, rule.policy, rule.max_count, rule.max_age_s)
         fresh = [f for f in findings if (job.job_id, f.at) not in self._reported]
@@ -130,7 +127,7 @@ class Reconciler:
         metrics.reconciler_findings.labels(finding.verdict.value).inc()
         if finding.verdict is Verdict.REPAIRED:
             run = run_of(job, finding.at, fire_at=now)
-            await create_run(self.store, run, now)
+            await self.store.create_run(run, now)
             await self.near.announce_if_near(due_run_for(run), now)
             log.warning(
                 "reconciler wrote the missing run of %s due %s", job.job_id, finding.at.isoformat(), extra=extra

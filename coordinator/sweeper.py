@@ -11,30 +11,22 @@ import enum
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from tickwheel import metrics
-from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.bus.ports import Publisher
 from tickwheel.core.missed import Plan, plan_occurrence
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
-from tickwheel.store import operator, run_history
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.chain import ChainResult, is_recurring, point_job
-from tickwheel.store.jobs import Job, job_of, run_of, scan_page
+from tickwheel.store.jobs import Job, JobState, run_of
+from tickwheel.store.ports import SweeperStore
 from tickwheel.store.runs import (
     NewRun,
     RunKind,
     RunStatus,
-    bucket_row,
-    cancel,
-    create_run,
-    due_state,
-    get_run,
-    move_due,
-    new_run_of,
 )
 
 log = logging.getLogger(__name__)
@@ -104,7 +96,7 @@ def diagnose_stranded(run: HeldRun, now: datetime, grace: timedelta) -> Repair |
 
 
 class Sweeper:
-    def __init__(self, settings: Settings, store: CassandraStore, producer: KafkaProducer):
+    def __init__(self, settings: Settings, store: SweeperStore, producer: Publisher):
         self.settings = settings
         self.store = store
         self.near = NearAnnouncer(settings, producer)
@@ -115,23 +107,22 @@ class Sweeper:
         done: dict[Repair, int] = {}
         cursor: str | None = None
         while True:
-            rows, cursor = await scan_page(
-                self.store, page_size=self.settings.coordinator.sweep_page_size, cursor=cursor
-            )
-            for row in rows:
-                for repair in (await self.check(row, now), *await self.check_stranded(row, now)):
+            page_size = self.settings.coordinator.sweep_page_size
+            jobs, cursor = await self.store.scan_jobs(page_size=page_size, cursor=cursor)
+            for job in jobs:
+                for repair in (await self.check(job, now), *await self.check_stranded(job, now)):
                     if repair is not None:
                         done[repair] = done.get(repair, 0) + 1
             if cursor is None:
-                await operator.add_sweep(self.store, {repair.value: n for repair, n in done.items()})
+                await self.store.add_sweep({repair.value: n for repair, n in done.items()})
                 return done
 
-    async def check(self, row: Row, now: datetime) -> Repair | None:
-        if row["state"] != "ACTIVE" or row["next_run_id"] is None or not row["definition"]:
+    async def check(self, job: Job, now: datetime) -> Repair | None:
+        """Repair the job's next run if it is missing, or overdue and never fired."""
+        if job.state is not JobState.ACTIVE or job.next_run_id is None:
             return None
-        job = job_of(row)
-        next_run_at = row["next_run_at"].replace(tzinfo=UTC) if row["next_run_at"] else None
-        run = await self._run(row["next_run_id"])
+        next_run_at = job.next_run_at
+        run = await self._run(job.next_run_id)
         repair = diagnose(is_recurring(job), job.state, next_run_at, run, now, self.grace)
         if repair is None or next_run_at is None:
             return None
@@ -154,30 +145,30 @@ class Sweeper:
         )
         return repair
 
-    async def check_stranded(self, row: Row, now: datetime) -> list[Repair]:
+    async def check_stranded(self, job: Job, now: datetime) -> list[Repair]:
         """Repair the job's recent runs that started (or failed) and have nothing left to fire them: the newest
         few history rows due before the grace, read through their run rows (the history records outcomes only)."""
         repairs = []
-        history = await run_history.latest_before(self.store, row["job_id"], now - self.grace, STRANDED_CHECKED)
+        history = await self.store.latest_before(job.job_id, now - self.grace, STRANDED_CHECKED)
         for entry in history:
-            if entry["status"] in FINAL_STATUSES:
+            if entry.status in FINAL_STATUSES:
                 continue
-            run_row = await get_run(self.store, entry["run_id"])
-            if run_row is None:
+            run = await self.store.get_run(entry.run_id)
+            if run is None:
                 continue
-            held = HeldRun(run_row["status"], run_row["attempt"] or 0, run_row["due_at"], run_row["lease_until"])
+            held = HeldRun(run.status, run.attempt, run.due_at, run.lease_until)
             repair = diagnose_stranded(held, now, self.grace)
             if repair is None:
                 continue
-            await self._refire_stranded(repair, new_run_of(run_row), held, now)
+            await self._refire_stranded(repair, run.identity(), held, now)
             metrics.sweeper_repairs.labels(reason=repair.value).inc()
             log.warning(
                 "sweeper repaired run %s: %s (attempt %s, status %s)",
-                entry["run_id"],
+                entry.run_id,
                 repair.value,
                 held.attempt,
                 held.status,
-                extra={"tenant": run_row["tenant_id"], "job_id": str(row["job_id"]), "run_id": str(entry["run_id"])},
+                extra={"tenant": run.tenant_id, "job_id": str(job.job_id), "run_id": str(entry.run_id)},
             )
             repairs.append(repair)
         return repairs
@@ -186,17 +177,14 @@ class Sweeper:
         """A row at now that the normal path handles: a lease check (the dispatcher sees the lease lapsed, a worker
         times the attempt out) or the retry's run row (with its due time moved to now, written after the row)."""
         kind = RunKind.LEASE_CHECK if repair is Repair.LEASE_LAPSED else RunKind.RUN
-        await self.store.execute(*bucket_row(run, fire_at=now, attempt=held.attempt, kind=kind))
+        await self.store.write_due_row(run, now, held.attempt, kind)
         if repair is Repair.RETRY_UNFIRED:
-            await move_due(self.store, run.run_id, RunStatus.RETRY, held.attempt, now)
+            await self.store.move_due(run.run_id, RunStatus.RETRY, held.attempt, now)
         await self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
 
     async def _run(self, run_id: uuid.UUID) -> RunView | None:
-        row = await due_state(self.store, run_id)
-        if row is None:
-            return None
-        due = row["due_at"]
-        return RunView(row["status"], row["attempt"] or 0, due.replace(tzinfo=UTC) if due else None)
+        state = await self.store.due_state(run_id)
+        return None if state is None else RunView(state.status, state.attempt, state.due_at)
 
     async def _repair(
         self, repair: Repair, job: Job, next_run_at: datetime, now: datetime, plan: Plan | None = None
@@ -208,15 +196,15 @@ class Sweeper:
         fire_at = next_run_at if repair is Repair.RECREATE else now
         run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id)
         if repair is Repair.REFIRE:  # its due time moves to now, so the next pass does not repair it again
-            await move_due(self.store, run.run_id, RunStatus.SCHEDULED, 0, fire_at)
-        await create_run(self.store, run, now)
+            await self.store.move_due(run.run_id, RunStatus.SCHEDULED, 0, fire_at)
+        await self.store.create_run(run, now)
         await self._announce(run, now)
 
     async def _skip_missed(self, job: Job, missed_at: datetime, next_at: datetime | None, now: datetime) -> None:
         """Cancel the missed run; point the job at `next_at`, written due no earlier than now (a missed
         occurrence the policy still runs is in a minute the dispatchers have read already)."""
         assert job.next_run_id is not None
-        await cancel(self.store, run_of(job, missed_at, run_id=job.next_run_id), now)
+        await self.store.cancel(run_of(job, missed_at, run_id=job.next_run_id), now)
         following = None if next_at is None else run_of(job, next_at, fire_at=max(next_at, now))
         result = await point_job(self.store, job, job.next_run_id, following, job.fired_count, now)
         if result is ChainResult.CHAINED and following is not None:

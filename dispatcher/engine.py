@@ -16,7 +16,6 @@ from typing import Any
 
 from dispatcher import firing
 from dispatcher.firing import RecentlyFired, Watermarks, fire_order, needs_chain
-from dispatcher.nearfeed import NearFeed
 from dispatcher.ownership import (
     LEAVING_TAG,
     OwnershipChange,
@@ -29,16 +28,15 @@ from dispatcher.ownership import (
 from dispatcher.preload import Key, accept_near, key_of, loadable_until, plan_inserts
 from schemas.messages import DueRun, ShardAssignment, encode, topic_names
 from tickwheel import metrics
-from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.ports import NearTermFeed, Publisher
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.core.ids import epoch_ms
 from tickwheel.core.wheel import TimingWheel
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
-from tickwheel.store import buckets, checkpoints
-from tickwheel.store import runs as run_store
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store import buckets
 from tickwheel.store.chain import chain
+from tickwheel.store.ports import DispatcherStore
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +59,9 @@ class Dispatcher:
     def __init__(
         self,
         settings: Settings,
-        store: CassandraStore,
-        producer: KafkaProducer,
-        near: NearFeed,
+        store: DispatcherStore,
+        producer: Publisher,
+        near: NearTermFeed,
         *,
         name: str,
         clock: Callable[[], float] = time.time,
@@ -111,24 +109,40 @@ class Dispatcher:
     def now(self) -> datetime:
         return datetime.fromtimestamp(self._clock(), UTC)
 
-    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str | None = None) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
         return task
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        loops = (self._fire_loop, self._reconcile_loop, self._horizon_loop, self._near_loop, self._rescan_loop)
-        for loop in (*loops, self._checkpoint_loop):
+        for loop in (self._fire_loop, self._reconcile_loop, self._near_loop):
             self._spawn(loop())
+        cfg = self.cfg
+        self._spawn(self._every(cfg.scan_interval_s, self.extend_horizon, "extending the horizon"))
+        self._spawn(self._every(cfg.rescan_interval_s, self.rescan, "rescan"))
+        self._spawn(self._every(cfg.checkpoint_interval_s, self.checkpoint, "checkpoint"))
+
+    async def _every(self, interval_s: float, step: Callable[[], Awaitable[object]], what: str) -> None:
+        """Run `step` every `interval_s`; a failure is logged and the next interval tries again (the horizon,
+        the rescan and the checkpoints: each is safe to repeat and catches up on its next run)."""
+        while True:
+            await self._sleep(interval_s)
+            try:
+                await step()
+            except Exception as exc:
+                log.warning("%s failed: %s", what, exc)
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
+        """Cancel every loop and send in flight and wait for them. A task that ended with an error instead of
+        its cancellation is a bug in a loop: logged with its traceback, never silently dropped."""
+        tasks = list(self._tasks)
+        for task in tasks:
             task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        for task, outcome in zip(tasks, await asyncio.gather(*tasks, return_exceptions=True), strict=True):
+            if isinstance(outcome, Exception):
+                log.error("dispatcher task %s ended with an error", task.get_name(), exc_info=outcome)
 
     def ready(self) -> bool:
         return self.member is not None and self.can_fire()
@@ -222,7 +236,7 @@ class Dispatcher:
         deadline = self._monotonic() + timeout_s
         while self.owned and self._monotonic() < deadline:
             try:
-                marks = await checkpoints.read(self.store, set(self.owned))
+                marks = await self.store.read_checkpoints(set(self.owned))
             except Exception as exc:
                 log.warning("reading checkpoints during the handover failed: %s", exc)
                 marks = {}
@@ -243,7 +257,7 @@ class Dispatcher:
 
     async def _acquire(self, added: frozenset[int]) -> None:
         now = self.now()
-        marks = await checkpoints.read(self.store, added)
+        marks = await self.store.read_checkpoints(added)
         if self.loaded_until is None:
             self.loaded_until = loadable_until(now, self.cfg.preload_horizon_s)
         for shard in added:
@@ -272,7 +286,7 @@ class Dispatcher:
 
         async def one(shard: int, start: datetime) -> list[DueRun]:
             async with gate:
-                return await buckets.read_range(self.store, shard, start, until)
+                return await self.store.read_range(shard, start, until)
 
         pages = await asyncio.gather(*(one(s, start) for s, start in since.items() if start < until))
         return [run for page in pages for run in page]
@@ -302,14 +316,6 @@ class Dispatcher:
         return True
 
     # -- horizon, near-term, rescan -------------------------------------------------------------------------
-    async def _horizon_loop(self) -> None:
-        while True:
-            await self._sleep(self.cfg.scan_interval_s)
-            try:
-                await self.extend_horizon()
-            except Exception as exc:
-                log.warning("extending the horizon failed: %s", exc)
-
     async def extend_horizon(self) -> None:
         async with self._scan_lock:
             now = self.now()
@@ -359,14 +365,6 @@ class Dispatcher:
         metrics.near_received.labels(result="duplicate").inc(len(accepted) - inserted)
         metrics.near_received.labels(result="ignored").inc(len(runs) - len(accepted))
 
-    async def _rescan_loop(self) -> None:
-        while True:
-            await self._sleep(self.cfg.rescan_interval_s)
-            try:
-                await self.rescan()
-            except Exception as exc:
-                log.warning("rescan failed: %s", exc)
-
     async def rescan(self) -> int:
         """Read the current minute again; anything neither in the wheel nor fired is a miss caught late."""
         async with self._scan_lock:
@@ -388,27 +386,34 @@ class Dispatcher:
     # -- firing ---------------------------------------------------------------------------------------------
     async def _fire_loop(self) -> None:
         while True:
-            if self.can_fire():
-                now_ms = self.now_ms()
-                batch = self.wheel.advance(now_ms)
-                self.fired_through_ms = now_ms
-                if batch:
-                    self._dispatch(batch)
-                next_due = self.wheel.next_due_ms()
-                metrics.wheel_size.set(len(self.wheel))
-            else:
-                next_due = None
+            next_due = self.fire_due() if self.can_fire() else None
             delay_ms = 250 if next_due is None else min(250, max(0, next_due - self.now_ms()))
             self._sleep_until_ms = self.now_ms() + delay_ms
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), delay_ms / 1000)
 
+    def fire_due(self) -> int | None:
+        """Send everything the wheel holds due by now (each send in its own task, see `settle`); returns when the
+        next row is due (ms), None when the wheel is empty."""
+        now_ms = self.now_ms()
+        batch = self.wheel.advance(now_ms)
+        self.fired_through_ms = now_ms
+        if batch:
+            self._dispatch(batch)
+        metrics.wheel_size.set(len(self.wheel))
+        return self.wheel.next_due_ms()
+
+    async def settle(self) -> None:
+        """Wait until the sends `fire_due` started are done (tests; the loops never wait for them)."""
+        while fires := [t for t in self._tasks if t.get_name().startswith("fire ")]:
+            await asyncio.wait(fires)
+
     def _dispatch(self, batch: list[tuple[int, Key, DueRun]]) -> None:
         for _due_ms, key, run in fire_order(batch):
             self.keys_by_shard[run.shard].discard(key)
             self.watermarks.hold(run.shard, key, run.fire_at_ms)
-            self._spawn(self._fire(key, run))
+            self._spawn(self._fire(key, run), name=f"fire {run.run_id}")
 
     async def _fire(self, key: Key, run: DueRun) -> None:
         async with self._gates.get(run.lane, self._gates["default"]):
@@ -445,7 +450,7 @@ class Dispatcher:
         """A lease check goes to a worker only if its attempt still runs past the lease; if the run cannot be read,
         it goes anyway (the worker checks again)."""
         try:
-            lapsed = await run_store.lease_lapsed(self.store, run.run_id, run.attempt, self.now())
+            lapsed = await self.store.lease_lapsed(run.run_id, run.attempt, self.now())
         except Unavailable as exc:
             log.warning("lease check read failed, sending it on: %s", exc, extra=_context(run))
             return True
@@ -486,14 +491,6 @@ class Dispatcher:
         return step.send
 
     # -- checkpoints ----------------------------------------------------------------------------------------
-    async def _checkpoint_loop(self) -> None:
-        while True:
-            await self._sleep(self.cfg.checkpoint_interval_s)
-            try:
-                await self.checkpoint()
-            except Exception as exc:
-                log.warning("checkpoint failed: %s", exc)
-
     async def checkpoint(self, *, force: bool = False) -> dict[int, bool]:
         """Write the watermarks that moved a checkpoint step (`force`: every one that moved at all)."""
         if not self.can_fire() or self.member is None:
@@ -506,7 +503,7 @@ class Dispatcher:
             return {}
         at = {s: datetime.fromtimestamp(ms / 1000, UTC) for s, ms in due.items()}
         epoch = self.epoch
-        results = await checkpoints.advance(self.store, at, epoch, owner_tag(self.member, self.leaving), self.now())
+        results = await self.store.advance_checkpoints(at, epoch, owner_tag(self.member, self.leaving), self.now())
         for shard, applied in results.items():
             if applied:
                 self.written[shard] = due[shard]

@@ -19,8 +19,9 @@ from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
 from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
-from tickwheel.store import buckets, chain, checkpoints, far, runs
+from tickwheel.store import buckets, checkpoints, far, jobs, run_history, runs
 from tickwheel.store.cassandra import CassandraStore, statements_of
+from tickwheel.store.tables import CassandraTables
 
 log = logging.getLogger(__name__)
 
@@ -77,11 +78,11 @@ async def start(
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     own_store = store is None
     store = store or await CassandraStore.connect(settings.cassandra)
-    await store.prepare_all(statements_of(buckets, chain, checkpoints, far, runs))
+    await store.prepare_all(statements_of(buckets, checkpoints, far, jobs, run_history, runs))
     producer = KafkaProducer(settings.kafka, linger_ms=1)
     consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
     near = NearFeed(settings, consumer)
-    engine = Dispatcher(settings, store, producer, near, name=name, clock=clock)
+    engine = Dispatcher(settings, CassandraTables(store), producer, near, name=name, clock=clock)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
     health = HealthServer(settings.dispatcher.host, settings.dispatcher.port, engine.ready)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -12,27 +11,12 @@ from typing import Any
 from yarl import URL
 
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
-from tickwheel.core.targets import default_topic_prefix
 from tickwheel.egress import canonical_authority, canonical_host
 from tickwheel.settings import WorkerSettings
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.jobs import read_state
-from tickwheel.store.runs import NewRun
-from tickwheel.store.tenants import call_settings
+from tickwheel.store.ports import TenantStore
+from tickwheel.store.records import NewRun, Tenant
 
 TENANT_CACHE_S = 30.0
-
-
-@dataclass(frozen=True, slots=True)
-class Tenant:
-    tenant_id: str
-    signing_secrets: tuple[str, ...]
-    kafka_topic_prefix: str
-    concurrency: int | None
-    retention_days: int | None = None
-    notify_url: str | None = None
-    notify_events: frozenset[str] = frozenset()
-    weight: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +30,7 @@ class RunContext:
 
     @property
     def log(self) -> dict[str, Any]:
+        """The run's ids for a log record's `extra`."""
         return {"tenant": self.run.tenant_id, "job_id": str(self.run.job_id), "run_id": str(self.run.run_id)}
 
     @property
@@ -80,7 +65,7 @@ class RunContext:
 class TenantCache:
     """Tenant rows change rarely (secret rotation, caps); a short cache keeps them off the per-run path."""
 
-    def __init__(self, store: CassandraStore, ttl_s: float = TENANT_CACHE_S):
+    def __init__(self, store: TenantStore, ttl_s: float = TENANT_CACHE_S):
         self.store = store
         self.ttl_s = ttl_s
         self._cache: dict[str, tuple[float, asyncio.Future[Tenant]]] = {}
@@ -108,30 +93,14 @@ class TenantCache:
             return 1
         future = cached[1]
         if future.done() and not future.cancelled() and future.exception() is None:
-            return future.result().weight
+            return future.result().weight or 1
         return 1
 
     async def _read(self, tenant_id: str) -> Tenant:
-        row = await call_settings(self.store, tenant_id)
-        tenant = Tenant(
-            tenant_id=tenant_id,
-            signing_secrets=tuple(row.get("signing_secrets") or ()),
-            kafka_topic_prefix=row.get("kafka_topic_prefix") or default_topic_prefix(tenant_id),
-            concurrency=row.get("concurrency"),
-            retention_days=row.get("retention_days"),
-            notify_url=row.get("notify_url"),
-            notify_events=frozenset(row.get("notify_events") or ()),
-            weight=row.get("weight") or 1,
-        )
-        return tenant
+        return await self.store.call_settings(tenant_id)
 
 
 def _ignore_failure(task: asyncio.Future[Tenant]) -> None:
     """A weight read that failed is tried again at the tenant's next turn; the run's own read will report it."""
     if not task.cancelled():
         task.exception()
-
-
-async def read_job(store: CassandraStore, job_id: uuid.UUID) -> Row | None:
-    """The job's state, version and definition (None: no such job)."""
-    return await read_state(store, job_id)

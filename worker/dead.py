@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from datetime import datetime
-from typing import Any
 
 from schemas.messages import HttpTarget, OwnerAlert, encode
 from tickwheel import metrics
 from tickwheel.core.retention import retention_s
 from tickwheel.settings import RetentionSettings
 from tickwheel.signing import sign_headers
-from tickwheel.store import runs
-from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.dead_letters import add_dead_letter
+from tickwheel.store.ports import WorkerStore
+from tickwheel.store.records import DeadLetter
 from worker.context import RunContext
 from worker.outcome import body_of
 from worker.targets import HttpCaller
@@ -26,25 +23,21 @@ ALERT_TIMEOUT_S = 10.0
 
 
 class DeadLetters:
-    def __init__(self, store: CassandraStore, http: HttpCaller, retention: RetentionSettings):
+    def __init__(self, store: WorkerStore, http: HttpCaller, retention: RetentionSettings):
         self.store = store
         self.http = http
         self.retention = retention
 
     async def add(self, ctx: RunContext, last_error: str, now: datetime) -> None:
-        attempts = [_jsonable(row) for row in await runs.get_attempts(self.store, ctx.run.run_id)]
-        await add_dead_letter(
-            self.store,
-            tenant_id=ctx.run.tenant_id,
-            run_id=ctx.run.run_id,
-            job_id=ctx.run.job_id,
-            target_host=ctx.target_host(),
-            payload=body_of(ctx.definition),
-            last_error=last_error,
-            attempts=attempts,
-            dead_at=now,
-            ttl_s=retention_s(self.retention.dead_letters_days, ctx.tenant.retention_days),
-        )
+        """Write the run's dead letter (with every attempt so far), count it, and alert the owner if asked."""
+        attempts = [attempt.as_json() for attempt in await self.store.get_attempts(ctx.run.run_id)]
+        run = ctx.run
+        letter = DeadLetter(
+            run.tenant_id, now, run.run_id, run.job_id, ctx.target_host(), body_of(ctx.definition), last_error,
+            tuple(attempts),
+        )  # fmt: skip
+        ttl_s = retention_s(self.retention.dead_letters_days, ctx.tenant.retention_days)
+        await self.store.add_dead_letter(letter, ttl_s)
         metrics.dead_letters.labels(_reason(last_error)).inc()
         if ctx.definition.alert_url:
             await self.alert(ctx, len([a for a in attempts if a.get("kind") != "deferred"]), last_error, now)
@@ -82,10 +75,3 @@ def _reason(last_error: str) -> str:
     if "lease" in last_error:
         return "lease"
     return "permanent"
-
-
-def _jsonable(row: dict[str, Any]) -> dict[str, Any]:
-    return {
-        k: v.isoformat() if isinstance(v, datetime) else (str(v) if isinstance(v, uuid.UUID) else v)
-        for k, v in row.items()
-    }

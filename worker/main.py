@@ -27,6 +27,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store import buckets, jobs, runs, tenants
 from tickwheel.store.cassandra import CassandraStore, statements_of
+from tickwheel.store.tables import CassandraTables
 from worker.consumer import LaneConsumer
 from worker.notify import Notifier
 from worker.pipeline import RunHandler
@@ -67,12 +68,13 @@ class Worker:
         self._closers.append(http.close)
         self.announcer = NearAnnouncer(s, producer)
         limits = FlowLimits(s.worker, redis)
-        self.notifier = Notifier(s.notify, store, http)
+        tables = CassandraTables(store)
+        self.notifier = Notifier(s.notify, tables, http)
         self.notifier.start()
         self._closers.append(self.notifier.stop)
         self.handler = RunHandler(
-            s, store, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id, announcer=self.announcer,
-            notifier=self.notifier,
+            s, tables, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id,
+            announcer=self.announcer, notifier=self.notifier,
         )
         for lane in self.lanes():
             consumer = LaneConsumer(s, lane, self.handler.handle, self.handler.tenants.weight_of)

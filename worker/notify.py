@@ -25,8 +25,7 @@ from tickwheel.core.notify import Route, RunEvent, event_id, events_of, recovere
 from tickwheel.core.retry import RetryPolicy, next_delay_s
 from tickwheel.settings import NotifySettings
 from tickwheel.signing import sign_headers
-from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.run_history import previous_status
+from tickwheel.store.ports import HistoryStore
 from worker.context import RunContext
 from worker.targets import HttpCaller
 
@@ -85,7 +84,7 @@ class Notifier:
     def __init__(
         self,
         settings: NotifySettings,
-        store: CassandraStore,
+        store: HistoryStore,
         http: HttpCaller,
         *,
         clock: Callable[[], datetime] = utc_now,
@@ -152,7 +151,7 @@ class Notifier:
     async def send(self, notice: Notice) -> None:
         events = list(notice.events)
         if notice.check_recovered and recovered(
-            await previous_status(self.store, notice.data.job_id, notice.scheduled_at)
+            await self.store.previous_status(notice.data.job_id, notice.scheduled_at)
         ):
             events.append(RunEvent.RECOVERED)
         for event in events:

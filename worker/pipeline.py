@@ -25,20 +25,22 @@ import random
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, HttpTarget, RunKind, decode_definition, decode_report
+from schemas.messages import DueRun, HttpTarget, RunKind, decode_report
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.instants import epoch_ms
 from tickwheel.core.notify import MISSED
 from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
 from tickwheel.model import retry_policy_of
 from tickwheel.settings import Settings
-from tickwheel.store import buckets, runs
+from tickwheel.store import buckets
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.runs import RUNNABLE, AttemptResult, NewRun, RunStatus
-from worker.context import RunContext, TenantCache, read_job
+from tickwheel.store.ports import WorkerStore
+from tickwheel.store.records import RUNNABLE, JobHead, JobState, NewRun, Run, RunStatus
+from tickwheel.store.runs import AttemptResult
+from worker.context import RunContext, TenantCache
 from worker.dead import DeadLetters
 from worker.notify import Notifier
 from worker.outcome import Verdict, answers_later, breaker_failure, judge, judge_report
@@ -62,7 +64,7 @@ class RunHandler:
     def __init__(
         self,
         settings: Settings,
-        store: CassandraStore,
+        store: WorkerStore,
         limits: FlowLimits | None,
         http: HttpCaller,
         kafka: KafkaCaller,
@@ -117,7 +119,7 @@ class RunHandler:
             failed = breaker_failure(result, verdict.outcome, ctx.definition)
         finally:
             if self.limits is not None and isinstance(permit, Permit):
-                await asyncio.shield(self.limits.release(permit, failed, _ms(self.clock())))
+                await asyncio.shield(self.limits.release(permit, failed, epoch_ms(self.clock())))
         if held:
             await self.hold(ctx, due.attempt + 1, started)
         else:
@@ -132,12 +134,13 @@ class RunHandler:
         lease_until = min(now + timedelta(seconds=completion.lease_s),
                           started + timedelta(seconds=completion.max_lease_s))  # fmt: skip
         claimed_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # as `claim` wrote it
-        transition = await runs.hold_lease(self.store, ctx.run, attempt, claimed_until, lease_until)
+        transition = await self.store.hold_lease(ctx.run, attempt, claimed_until, lease_until)
         if not transition.applied:
-            log.info("held run no longer at attempt %s: %s", attempt, transition.current.get("status"), extra=ctx.log)
+            log.info("held run no longer at attempt %s: %s", attempt, transition.found.status, extra=ctx.log)
             return
         metrics.async_completions.labels("held").inc()
-        held_until = transition.current["lease_until"]
+        held_until = transition.lease_until
+        assert held_until is not None  # an applied lease write tells the lease it left
         if self.announcer is not None and not self.announcer.rescan_finds(held_until, now):
             self.announce(ctx.run, attempt, "lease_check", held_until, now)
 
@@ -147,24 +150,24 @@ class RunHandler:
         The run row is not read: the claim's conditions (runnable, at the expected attempt, made for the job's
         current version) decide, and a claim that does not apply says why (`claim`)."""
         run = buckets.run_of_due(due)
-        job = await read_job(self.store, run.job_id)
-        if job is None or (job["state"] != "ACTIVE" and not await self.forced_through_pause(due, job)):
-            await self.cancel(run, _job_state(job))
+        job = await self.store.read_state(run.job_id)
+        if job is None or (job.state is not JobState.ACTIVE and not await self.forced_through_pause(due, job)):
+            await self.cancel(run, "gone" if job is None else job.state.value.lower())
             return None
         tenant = await self.tenants.get(run.tenant_id)
-        run = dataclasses.replace(run, job_version=job["version"])
-        return RunContext(due, run, decode_definition(job["definition"]), tenant)
+        run = dataclasses.replace(run, job_version=job.version)
+        return RunContext(due, run, job.definition, tenant)
 
-    async def forced_through_pause(self, due: DueRun, job: Row) -> bool:
+    async def forced_through_pause(self, due: DueRun, job: JobHead) -> bool:
         """Whether a run of a PAUSED job is a forced trigger (POST .../trigger with force), which runs anyway; only
         then is the run row read, so a run of an ACTIVE job still costs no read of it."""
-        if job["state"] != "PAUSED":
+        if job.state is not JobState.PAUSED:
             return False
-        row = await runs.get_run(self.store, due.run_id)
-        return row is not None and bool(row.get("forced"))
+        found = await self.store.get_run(due.run_id)
+        return found is not None and found.forced
 
     async def cancel(self, run: NewRun, why: str) -> None:
-        if await runs.cancel(self.store, run, self.clock()):
+        if await self.store.cancel(run, self.clock()):
             metrics.claims.labels("cancelled").inc()
             log.info("run cancelled: its job is %s", why, extra=_extra(run))
         else:
@@ -183,7 +186,7 @@ class RunHandler:
             target_rate_per_s=tightened(w.target_rate_per_s, own.rate_per_s if own else None),
             hold_s=ctx.lease_s(w),
         )
-        granted = await self.limits.acquire(ctx.run.tenant_id, ctx.flow_key(), caps, _ms(self.clock()))
+        granted = await self.limits.acquire(ctx.run.tenant_id, ctx.flow_key(), caps, epoch_ms(self.clock()))
         if isinstance(granted, Permit):
             return granted
         await self.defer(ctx, granted)
@@ -198,7 +201,7 @@ class RunHandler:
         if dead_reason is not None:
             await self.give_up_deferred(ctx, denied, dead_reason, now)
             return
-        await runs.defer(self.store, ctx.run, ctx.due.attempt, until, denied.reason, now)
+        await self.store.defer(ctx.run, ctx.due.attempt, until, denied.reason, now)
         self.announce(ctx.run, ctx.due.attempt, "run", until, now)
         metrics.deferrals.labels(denied.reason).inc()
         log.info("run deferred %.1f s: %s", wait_s, denied.reason, extra={**ctx.log, "attempt": ctx.due.attempt})
@@ -217,18 +220,18 @@ class RunHandler:
         """Fenced claim; a run made for an older version of its job is cancelled, a duplicate (final, running or
         re-fired) is dropped."""
         lease_until = now + timedelta(seconds=ctx.lease_s(self.settings.worker))
-        transition = await runs.claim(self.store, ctx.run, ctx.due.attempt, self.worker_id, lease_until, now)
+        transition = await self.store.claim(ctx.run, ctx.due.attempt, self.worker_id, lease_until, now)
         if transition.applied:
             metrics.claims.labels("won").inc()
             if self.announcer is not None and not self.announcer.rescan_finds(lease_until, now):
                 self.announce(ctx.run, ctx.due.attempt + 1, "lease_check", lease_until, now)
             return True
-        current = transition.current
-        if current.get("status") in RUNNABLE and current.get("job_version") != ctx.run.job_version:
-            await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {current['job_version']})")
+        found = transition.found
+        if found.status in RUNNABLE and found.job_version != ctx.run.job_version:
+            await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {found.job_version})")
             return False
-        metrics.claims.labels("skipped" if current.get("attempt") != ctx.due.attempt else "lost").inc()
-        log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, current.get("status"), extra=ctx.log)
+        metrics.claims.labels("skipped" if found.attempt != ctx.due.attempt else "lost").inc()
+        log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, found.status, extra=ctx.log)
         return False
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
@@ -245,7 +248,7 @@ class RunHandler:
                 result = await self.http.call(target, body, headers)
             else:
                 key = (target.key or str(ctx.run.job_id)).encode()
-                result = await self.kafka.call(target, ctx.tenant.kafka_topic_prefix, key, body, headers)
+                result = await self.kafka.call(target, ctx.tenant.topic_prefix, key, body, headers)
         except asyncio.CancelledError:
             await asyncio.shield(self.hand_back(ctx, attempt))
             raise
@@ -258,7 +261,7 @@ class RunHandler:
         """The worker is stopping mid-call: give the run back now instead of waiting for its lease."""
         now = self.clock()
         result = AttemptResult(RunStatus.RETRY, error="worker stopped during the call", retry_at=now)
-        if await runs.finish(self.store, ctx.run, attempt, result, self.worker_id, now, now):
+        if await self.store.finish(ctx.run, attempt, result, self.worker_id, now, now):
             self.announce(ctx.run, attempt, "run", now, now)
         log.warning("run handed back on shutdown", extra={**ctx.log, "attempt": attempt})
 
@@ -287,8 +290,8 @@ class RunHandler:
         lease_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # the claim's, from `started`
         for tries in range(1, RECORD_TRIES + 1):
             try:
-                return await runs.finish(
-                    self.store, ctx.run, attempt, record, self.worker_id, started, self.clock(), lease_until
+                return await self.store.finish(
+                    ctx.run, attempt, record, self.worker_id, started, self.clock(), lease_until
                 )
             except TickwheelError as exc:
                 if not exc.retriable or tries == RECORD_TRIES:
@@ -306,34 +309,33 @@ class RunHandler:
     async def report_missed(self, due: DueRun) -> None:
         """The reconciler found an occurrence of the job that never ran and could not repair it: a `missed` event
         to the job's (or its tenant's) notification route. Nothing is run or written."""
-        job = await read_job(self.store, due.job_id) if self.notifier is not None else None
+        job = await self.store.read_state(due.job_id) if self.notifier is not None else None
         if job is None or self.notifier is None:
             return
-        ctx = RunContext(due, buckets.run_of_due(due), decode_definition(job["definition"]),
-                         await self.tenants.get(due.tenant_id))  # fmt: skip
+        ctx = RunContext(due, buckets.run_of_due(due), job.definition, await self.tenants.get(due.tenant_id))
         self.notifier.outcome(ctx, due.attempt, MISSED, None, f"missed: {due.missed_reason or 'unknown'}")
 
     # --- kind = lease_check -----------------------------------------------------------------------------------
 
     async def check_lease(self, due: DueRun) -> None:
-        row = await runs.get_run(self.store, due.run_id)
+        held = await self.store.get_run(due.run_id)
         now = self.clock()
-        if row is None or row["status"] != RunStatus.RUNNING or row["attempt"] != due.attempt:
+        if held is None or held.status is not RunStatus.RUNNING or held.attempt != due.attempt:
             return
-        report = runs.report_of(row, due.attempt)
+        report = held.report(due.attempt)
         if report is not None:
-            await self.record_report(due, row, report)
+            await self.record_report(due, held, report)
             return
-        if row["lease_until"] is not None and row["lease_until"] > now:
+        if held.lease_until is not None and held.lease_until > now:
             return  # extended by a heartbeat; a later lease_check row covers the new lease
-        run = runs.new_run_of(row)
-        job = await read_job(self.store, run.job_id)
+        run = held.identity()
+        job = await self.store.read_state(run.job_id)
         retry_at = None
         if job is not None:
-            policy = retry_policy_of(decode_definition(job["definition"]))
+            policy = retry_policy_of(job.definition)
             decision = decide(policy, Outcome.RETRY, due.attempt, run.scheduled_at, now, self.rand())
             retry_at = decision.retry_at
-        if not await runs.expire_lease(self.store, run, due.attempt, retry_at, now):
+        if not await self.store.expire_lease(run, due.attempt, retry_at, now):
             return
         metrics.lease_timeouts.inc()
         if retry_at is not None:
@@ -342,7 +344,7 @@ class RunHandler:
         log.warning("lease expired; run %s", "retried" if retry_at else "dead", extra=extra)
         if job is None:
             return
-        ctx = RunContext(due, run, decode_definition(job["definition"]), await self.tenants.get(run.tenant_id))
+        ctx = RunContext(due, run, job.definition, await self.tenants.get(run.tenant_id))
         if self.notifier is not None:
             status = RunStatus.RETRY if retry_at else RunStatus.DEAD
             self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
@@ -350,36 +352,24 @@ class RunHandler:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
 
 
-    async def record_report(self, due: DueRun, row: Row, report_text: str) -> None:
+    async def record_report(self, due: DueRun, held: Run, report_text: str) -> None:
         """Record an asynchronous run's reported outcome, as `run` records a call's (a job deleted meanwhile gets
         no retry)."""
         report = decode_report(report_text)
-        run = runs.new_run_of(row)
-        job = await read_job(self.store, run.job_id)
+        run = held.identity()
+        job = await self.store.read_state(run.job_id)
         now = self.clock()
-        if job is None:
-            policy, definition = RetryPolicy(max_attempts=due.attempt), None
-        else:
-            definition = decode_definition(job["definition"])
-            policy = retry_policy_of(definition)
+        policy = RetryPolicy(max_attempts=due.attempt) if job is None else retry_policy_of(job.definition)
         verdict = judge_report(report, policy, due.attempt, run.scheduled_at, now, self.rand())
-        started = row.get("started_at") or now
-        if definition is None:
-            if await runs.finish(self.store, run, due.attempt, verdict.record, self.worker_id, started, now):
+        started = held.started_at or now
+        if job is None:
+            if await self.store.finish(run, due.attempt, verdict.record, self.worker_id, started, now):
                 metrics.async_completions.labels("recorded").inc()
             return
-        ctx = RunContext(due, run, definition, await self.tenants.get(run.tenant_id))
+        ctx = RunContext(due, run, job.definition, await self.tenants.get(run.tenant_id))
         result = CallResult(started.timestamp(), now.timestamp(), status=202, detail=report.detail)
         await self.record(ctx, due.attempt, result, verdict, started)
         metrics.async_completions.labels("recorded").inc()
-
-
-def _ms(at: datetime) -> int:
-    return int(at.timestamp() * 1000)
-
-
-def _job_state(job: dict[str, object] | None) -> str:
-    return "gone" if job is None else str(job["state"]).lower()
 
 
 def _extra(run: NewRun) -> dict[str, object]:

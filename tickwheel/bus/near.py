@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from schemas.messages import DueRun, encode, topic_names
 from tickwheel import metrics
-from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.ports import Publisher
 from tickwheel.errors import TickwheelError
 from tickwheel.settings import Settings
 
@@ -36,7 +36,7 @@ def near_partitions_for(shard_ids: Iterable[int], partitions: int, shards: int =
     return sorted({near_partition_of(s, partitions, shards) for s in shard_ids})
 
 
-async def announce(producer: KafkaProducer, topic: str, run: DueRun, *, partitions: int, shards: int = 1024) -> None:
+async def announce(producer: Publisher, topic: str, run: DueRun, *, partitions: int, shards: int = 1024) -> None:
     """Publish `run` on the near-term topic (after its durable write), to the partition of its shard."""
     await producer.send(
         topic,
@@ -49,7 +49,7 @@ async def announce(producer: KafkaProducer, topic: str, run: DueRun, *, partitio
 class NearAnnouncer:
     """Announces durable run rows that the dispatchers may already have preloaded past."""
 
-    def __init__(self, settings: Settings, producer: KafkaProducer):
+    def __init__(self, settings: Settings, producer: Publisher):
         self.settings = settings
         self.producer = producer
         self.topic = topic_names(settings.kafka.topic_prefix)["near"]

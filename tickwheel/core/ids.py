@@ -5,17 +5,13 @@ from __future__ import annotations
 import hashlib
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+
+# Re-exported: many modules import them from here; they live with the other instant conversions.
+from tickwheel.core.instants import EPOCH as EPOCH
+from tickwheel.core.instants import epoch_ms as epoch_ms
 
 SHARDS = 1024
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def epoch_ms(at: datetime) -> int:
-    """Milliseconds since the Unix epoch of the aware instant `at` (rounded down)."""
-    if at.tzinfo is None:
-        raise ValueError("epoch_ms needs an aware datetime")
-    return (at - EPOCH) // timedelta(milliseconds=1)
 
 
 def run_id_for(job_id: uuid.UUID, scheduled_at: datetime) -> uuid.UUID:

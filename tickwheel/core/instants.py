@@ -1,12 +1,34 @@
-"""Parsing instants that users write: ISO-8601 with an offset, or with an IANA zone in brackets."""
+"""Instants: parsing what users write (ISO-8601 with an offset, or with an IANA zone in brackets) and the one
+set of conversions between aware UTC datetimes and epoch milliseconds (what messages and the store carry)."""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 
 from tickwheel.core.errors import ScheduleError
 from tickwheel.core.zones import load_zone, resolve
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def epoch_ms(at: datetime) -> int:
+    """Milliseconds since the Unix epoch of the aware instant `at` (rounded down)."""
+    if at.tzinfo is None:
+        raise ValueError("epoch_ms needs an aware datetime")
+    return (at - EPOCH) // _MS
+
+
+def from_epoch_ms(ms: int) -> datetime:
+    """The aware UTC instant `ms` milliseconds after the Unix epoch (exact: no float on the way)."""
+    return EPOCH + ms * _MS
+
+
+def whole_ms(at: datetime) -> datetime:
+    """`at` truncated to the millisecond: what a Cassandra timestamp or an `*_ms` field holds of it."""
+    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+
 
 _BRACKETED = re.compile(r"^(?P<stamp>[^\[\]]+)(?:\[(?P<zone>[^\[\]]+)\])?$")
 

@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
+from tickwheel.core.instants import whole_ms
 from tickwheel.core.policies import CatchUpPolicy
 from tickwheel.core.schedule import Schedule, next_fire
 
@@ -56,9 +57,8 @@ def promised(schedule: Schedule, after: datetime, until: datetime) -> list[datet
 
 
 def to_ms(at: datetime) -> datetime:
-    """The precision runs are recorded with (run ids are made from ms instants)."""
-    at = at.astimezone(UTC)
-    return at.replace(microsecond=at.microsecond // 1000 * 1000)
+    """The precision runs are recorded with (run ids are made from ms instants), in UTC."""
+    return whole_ms(at.astimezone(UTC))
 
 
 def reconcile(

@@ -16,7 +16,7 @@ from typing import Any
 from cassandra.util import uuid_from_time
 
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.runs import to_utc
+from tickwheel.store.times import aware, read_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +76,7 @@ async def job_changes(
         JobChangeRecord(
             job_id=row["job_id"],
             tenant_id=row["tenant_id"],
-            changed_at=to_utc(row["changed_at"]) or row["changed_at"],
+            changed_at=read_at(row["changed_at"]),
             version=row["version"],
             action=row["action"],
             key_id=row["key_id"],
@@ -92,5 +92,5 @@ async def job_changes(
 async def version_started_at(store: CassandraStore, job_id: uuid.UUID, version: int) -> datetime | None:
     """When the job reached `version` (the change that made it), if the audit log still holds it."""
     rows = await store.execute("SELECT changed_at, version FROM job_history WHERE job_id = ? LIMIT 200", [job_id])
-    made = [to_utc(row["changed_at"]) for row in rows if row["version"] == version]
+    made = [aware(row["changed_at"]) for row in rows if row["version"] == version]
     return min((at for at in made if at is not None), default=None)

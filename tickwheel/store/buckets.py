@@ -6,12 +6,13 @@ Rows come back as `schemas.messages.DueRun` (the shape firing needs), so callers
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from schemas.messages import DueRun, RunKind
-from tickwheel.core.ids import epoch_ms
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.runs import NewRun
+from tickwheel.core.instants import epoch_ms, from_epoch_ms, whole_ms
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import NewRun, Row
+from tickwheel.store.times import bound, read_at
 
 MINUTE = timedelta(minutes=1)
 SELECT_RANGE = (
@@ -20,15 +21,6 @@ SELECT_RANGE = (
     " FROM runs_by_bucket WHERE bucket = ? AND shard = ? AND fire_at >= ? AND fire_at < ?"
 )
 COUNT_SHARDS = "SELECT COUNT(*) AS n FROM runs_by_bucket WHERE bucket = ? AND shard IN ?"
-
-
-def _naive(at: datetime) -> datetime:
-    """The driver binds naive datetimes as UTC; aware ones are converted first."""
-    return at.astimezone(UTC).replace(tzinfo=None) if at.tzinfo else at
-
-
-def _aware_ms(at: datetime) -> int:
-    return epoch_ms(at if at.tzinfo else at.replace(tzinfo=UTC))
 
 
 def due_run_of(row: Row, shard: int) -> DueRun:
@@ -42,8 +34,8 @@ def due_run_of(row: Row, shard: int) -> DueRun:
         kind=row["kind"],
         lane=row["lane"] or "default",
         job_version=row["job_version"] or 0,
-        scheduled_at_ms=_aware_ms(row["scheduled_at"] or row["fire_at"]),
-        fire_at_ms=_aware_ms(row["fire_at"]),
+        scheduled_at_ms=epoch_ms(read_at(row["scheduled_at"] or row["fire_at"])),
+        fire_at_ms=epoch_ms(read_at(row["fire_at"])),
         tolerance_ms=row["tolerance_ms"] or 0,
         recurring=row.get("recurring"),
     )
@@ -61,8 +53,8 @@ def due_run_for(run: NewRun, *, attempt: int = 0, kind: RunKind = "run", fire_at
         kind=kind,
         lane=run.lane,  # type: ignore[arg-type]
         job_version=run.job_version,
-        scheduled_at_ms=_aware_ms(run.scheduled_at),
-        fire_at_ms=_aware_ms(fire_at.replace(microsecond=fire_at.microsecond // 1000 * 1000)),
+        scheduled_at_ms=epoch_ms(run.scheduled_at),
+        fire_at_ms=epoch_ms(whole_ms(fire_at)),
         tolerance_ms=run.tolerance_ms,
         recurring=run.recurring,
     )
@@ -77,8 +69,8 @@ def run_of_due(due: DueRun) -> NewRun:
         job_version=due.job_version,
         shard=due.shard,
         lane=due.lane,
-        scheduled_at=datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC),
-        fire_at=datetime.fromtimestamp(due.fire_at_ms / 1000, UTC),
+        scheduled_at=from_epoch_ms(due.scheduled_at_ms),
+        fire_at=from_epoch_ms(due.fire_at_ms),
         tolerance_ms=due.tolerance_ms,
         recurring=due.recurring,
     )
@@ -94,7 +86,7 @@ async def read_partition(
     page_size: int = 1000,
 ) -> AsyncIterator[list[DueRun]]:
     """Pages of the rows of partition (bucket, shard) with since <= fire_at < until."""
-    params = [_naive(bucket), shard, _naive(since), _naive(until)]
+    params = [bound(bucket), shard, bound(since), bound(until)]
     cursor: str | None = None
     while True:
         rows, cursor = await store.page(SELECT_RANGE, params, page_size=page_size, cursor=cursor)
@@ -130,6 +122,6 @@ async def count_bucket(store: CassandraStore, bucket: datetime, shards: Sequence
     total = 0
     shard_list = list(shards)
     for start in range(0, len(shard_list), chunk):
-        rows = await store.execute(COUNT_SHARDS, [_naive(bucket), shard_list[start : start + chunk]])
+        rows = await store.execute(COUNT_SHARDS, [bound(bucket), shard_list[start : start + chunk]])
         total += int(rows[0]["n"]) if rows else 0
     return total

@@ -79,6 +79,7 @@ class CassandraStore:
         return cls(settings, cluster, session)
 
     async def close(self) -> None:
+        """Shut the driver's connections down (in a thread: the driver's shutdown blocks)."""
         await asyncio.to_thread(self._cluster.shutdown)
 
     async def prepare(self, cql: str) -> PreparedStatement:

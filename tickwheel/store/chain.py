@@ -15,34 +15,29 @@ import enum
 import logging
 import uuid
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from schemas.messages import DueRun
 from tickwheel.core.ids import is_schedule_run
+from tickwheel.core.instants import from_epoch_ms
 from tickwheel.core.missed import MISSED_AFTER_S, Overlap, overlap_verdict, plan_occurrence
 from tickwheel.core.policies import OverlapPolicy
 from tickwheel.core.schedule import next_fire
 from tickwheel.model import catch_up_of, overlap_of, recurs, schedule_of
 from tickwheel.store.buckets import run_of_due
-from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.jobs import Job, JobState, get_job, run_of
-from tickwheel.store.runs import FINAL, NewRun, cancel, create_run, defer, new_run_rows
+from tickwheel.store.jobs import run_of
+from tickwheel.store.ports import ChainStore
+from tickwheel.store.records import Job, JobState, NewRun
 
 log = logging.getLogger(__name__)
 
-ADVANCE_JOB = (
-    "UPDATE jobs SET next_run_id = ?, next_run_at = ?, fired_count = ?, updated_at = ? WHERE job_id = ?"
-    " IF version = ? AND state = 'ACTIVE' AND next_run_id = ?"
-)
-EARLIER_RUNS = "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at < ? LIMIT ?"
-RUN_STATUSES = "SELECT run_id, status FROM runs WHERE run_id IN ?"
-EARLIER_RUNS_READ = 50
-"""How many earlier occurrences the overlap check looks at (newest first)."""
 OVERLAP_RECHECK_S = 5.0
 """How soon a buffered occurrence looks again whether the earlier run has finished."""
 
 
 class ChainResult(enum.StrEnum):
+    """What chaining did with a fired run's job (the label of `metrics.chained`)."""
+
     CHAINED = "chained"
     """The next run is written and the job points at it."""
     EXHAUSTED = "exhausted"
@@ -73,6 +68,7 @@ class Step:
 
 
 def is_recurring(job: Job) -> bool:
+    """Whether the job's schedule has occurrences after a fire (cron, interval): firing must chain its next run."""
     return recurs(job.definition)
 
 
@@ -85,7 +81,7 @@ def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:
 
 
 async def chain(
-    store: CassandraStore,
+    store: ChainStore,
     due: DueRun,
     now: datetime,
     *,
@@ -98,7 +94,7 @@ async def chain(
         return Step(ChainResult.NOT_RECURRING)
     if not is_schedule_run(due.run_id, due.job_id, due.scheduled_at_ms):
         return Step(ChainResult.NOT_RECURRING)  # a triggered or backfilled run: no job read, nothing to chain
-    job = await get_job(store, due.job_id)
+    job = await store.get_job(due.job_id)
     if job is None:
         return Step(ChainResult.STALE)
     if not is_recurring(job):
@@ -108,7 +104,7 @@ async def chain(
     # at this run, which a pause, a delete or a rescheduling edit has changed.
     if job.state != JobState.ACTIVE:
         return Step(ChainResult.STALE)
-    scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
+    scheduled_at = from_epoch_ms(due.scheduled_at_ms)
     if job.next_run_id != due.run_id:  # a re-fire, or a buffered occurrence looking again
         result, following = await advance_job(store, job, due.run_id, scheduled_at, job.fired_count + 1, now)
         return await _overlap(store, job, due, now, Step(result, following), recheck_s)
@@ -121,40 +117,30 @@ async def chain(
     result = await point_job(store, job, due.run_id, following, job.fired_count + int(plan.fire), now)
     written = following if result is ChainResult.CHAINED else None
     if not plan.fire and result is not ChainResult.STALE:
-        await cancel(store, run_of_due(due), now)
+        await store.cancel(run_of_due(due), now)
         return Step(ChainResult.MISSED, written, send=False)
     return await _overlap(store, job, due, now, Step(result, written), recheck_s)
 
 
-async def _overlap(store: CassandraStore, job: Job, due: DueRun, now: datetime, step: Step, recheck_s: float) -> Step:
+async def _overlap(store: ChainStore, job: Job, due: DueRun, now: datetime, step: Step, recheck_s: float) -> Step:
     policy = overlap_of(job.definition)
     if policy is OverlapPolicy.ALLOW:
         return step
-    scheduled_at = datetime.fromtimestamp(due.scheduled_at_ms / 1000, UTC)
-    verdict = overlap_verdict(policy, await earlier_in_flight(store, job.job_id, scheduled_at))
+    scheduled_at = from_epoch_ms(due.scheduled_at_ms)
+    verdict = overlap_verdict(policy, await store.earlier_in_flight(job.job_id, scheduled_at))
     if verdict is Overlap.START:
         return step
     run = run_of_due(due)
     if verdict is Overlap.SKIP:
-        await cancel(store, run, now)
+        await store.cancel(run, now)
         return replace(step, result=ChainResult.OVERLAP_SKIPPED, send=False)
     later = now + timedelta(seconds=recheck_s)
-    await defer(store, run, 0, later, "overlap: an earlier run is in flight", now)
+    await store.defer(run, 0, later, "overlap: an earlier run is in flight", now)
     return replace(step, result=ChainResult.BUFFERED, send=False, later=replace(run, fire_at=later))
 
 
-async def earlier_in_flight(store: CassandraStore, job_id: uuid.UUID, before: datetime) -> int:
-    """How many of the job's latest runs scheduled before `before` are not final (read from the run rows)."""
-    rows = await store.execute(EARLIER_RUNS, [job_id, _naive(before), EARLIER_RUNS_READ])
-    candidates = [row["run_id"] for row in rows if row["status"] not in FINAL]
-    if not candidates:
-        return 0
-    runs = await store.execute(RUN_STATUSES, [candidates])
-    return sum(1 for row in runs if row["status"] not in FINAL)
-
-
 async def advance_job(
-    store: CassandraStore, job: Job, current_run_id: uuid.UUID, after: datetime, fired_count: int, now: datetime
+    store: ChainStore, job: Job, current_run_id: uuid.UUID, after: datetime, fired_count: int, now: datetime
 ) -> tuple[ChainResult, NewRun | None]:
     """Point the job from `current_run_id` to its next run after `after` (LWT), then write that run."""
     following = next_run_of(job, after, fired_count)
@@ -163,7 +149,7 @@ async def advance_job(
 
 
 async def point_job(
-    store: CassandraStore,
+    store: ChainStore,
     job: Job,
     current_run_id: uuid.UUID,
     following: NewRun | None,
@@ -171,27 +157,17 @@ async def point_job(
     now: datetime,
 ) -> ChainResult:
     """Point the job from `current_run_id` to `following` (LWT), then write that run."""
-    next_id = following.run_id if following else None
-    next_at = _naive(following.scheduled_at) if following else None
-    applied, current = await store.applied(
-        ADVANCE_JOB, [next_id, next_at, fired_count, _naive(now), job.job_id, job.version, current_run_id]
-    )
-    if not applied:
+    pointer = await store.move_pointer(job, current_run_id, following, fired_count, now)
+    if not pointer.applied:
         # A re-fire after the job already moved to our successor: make sure that run exists (idempotent), in
         # case the first firing died between the job update and the run write.
-        already = (
-            following is not None and current.get("next_run_id") == next_id and current.get("version") == job.version
-        )
+        already = following is not None and pointer.next_run_id == following.run_id and pointer.version == job.version
         if not already or following is None:
             return ChainResult.STALE
     if following is None:
         return ChainResult.EXHAUSTED
-    if applied:  # this fire moved the pointer, so nobody wrote the successor yet: its rows need no condition
-        await store.batch(new_run_rows(following, now), logged=False)
+    if pointer.applied:  # this fire moved the pointer, so nobody wrote the successor yet: no condition needed
+        await store.write_new_run(following, now)
     else:  # a re-fire completing an earlier chain: the run may exist and have started since
-        await create_run(store, following, now)
+        await store.create_run(following, now)
     return ChainResult.CHAINED
-
-
-def _naive(at: datetime) -> datetime:
-    return at.astimezone(UTC).replace(tzinfo=None)

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import Checkpoint as Checkpoint
+from tickwheel.store.times import bound, read_at
 
 ADVANCE = (
     "UPDATE shard_checkpoints SET fired_through = ?, owner_epoch = ?, owner = ?, updated_at = ?"
@@ -22,14 +23,6 @@ FIRST = (
     " VALUES (?, ?, ?, ?, ?) IF NOT EXISTS"
 )
 SELECT = "SELECT shard, fired_through, owner_epoch, owner FROM shard_checkpoints WHERE shard IN ?"
-
-
-@dataclass(frozen=True, slots=True)
-class Checkpoint:
-    shard: int
-    fired_through: datetime
-    owner_epoch: int
-    owner: str
 
 
 async def highest_epoch(store: CassandraStore) -> int:
@@ -48,7 +41,7 @@ async def read(store: CassandraStore, shards: Iterable[int], *, chunk: int = 128
                 continue
             found[row["shard"]] = Checkpoint(
                 shard=row["shard"],
-                fired_through=row["fired_through"].replace(tzinfo=UTC),
+                fired_through=read_at(row["fired_through"]),
                 owner_epoch=row["owner_epoch"] or 0,
                 owner=row["owner"] or "",
             )
@@ -59,16 +52,16 @@ async def advance_one(
     store: CassandraStore, shard: int, fired_through: datetime, epoch: int, owner: str, now: datetime
 ) -> bool:
     """Move one watermark; False when a newer epoch owns the shard (the caller must stop firing it)."""
-    through = _naive(fired_through)
-    applied, current = await store.applied(ADVANCE, [through, epoch, owner, _naive(now), shard, epoch])
+    through = bound(fired_through)
+    applied, current = await store.applied(ADVANCE, [through, epoch, owner, bound(now), shard, epoch])
     if applied:
         return True
     if current.get("owner_epoch") is not None:
         return False
-    applied, _ = await store.applied(FIRST, [shard, through, epoch, owner, _naive(now)])
+    applied, _ = await store.applied(FIRST, [shard, through, epoch, owner, bound(now)])
     if applied:
         return True
-    applied, _ = await store.applied(ADVANCE, [through, epoch, owner, _naive(now), shard, epoch])
+    applied, _ = await store.applied(ADVANCE, [through, epoch, owner, bound(now), shard, epoch])
     return applied
 
 
@@ -90,7 +83,3 @@ async def advance(
 
     results = await asyncio.gather(*(one(shard, through) for shard, through in marks.items()))
     return dict(results)
-
-
-def _naive(at: datetime) -> datetime:
-    return at.astimezone(UTC).replace(tzinfo=None, microsecond=at.microsecond // 1000 * 1000)

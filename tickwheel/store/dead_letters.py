@@ -5,11 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.runs import RunStatus, get_run, new_run_of, redrive, to_utc
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import DeadLetter, Run, RunStatus, dead_letter_of
+from tickwheel.store.runs import get_run, redrive
 
 
 async def add_dead_letter(
@@ -21,7 +23,7 @@ async def add_dead_letter(
     target_host: str,
     payload: bytes,
     last_error: str,
-    attempts: list[dict[str, Any]],
+    attempts: Sequence[dict[str, Any]],
     dead_at: datetime,
     ttl_s: int,
 ) -> None:
@@ -32,7 +34,17 @@ async def add_dead_letter(
             (
                 "INSERT INTO dead_letters (tenant_id, dead_at, run_id, job_id, target_host, payload, last_error,"
                 " attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?",
-                [tenant_id, dead_at, run_id, job_id, target_host, payload, last_error, json.dumps(attempts), ttl_s],
+                [
+                    tenant_id,
+                    dead_at,
+                    run_id,
+                    job_id,
+                    target_host,
+                    payload,
+                    last_error,
+                    json.dumps(list(attempts)),
+                    ttl_s,
+                ],
             ),
             ("UPDATE runs SET dead_at = ? WHERE run_id = ?", [dead_at, run_id]),
         ],
@@ -50,7 +62,7 @@ async def list_dead_letters(
     target_host: str | None = None,
     since: datetime | None = None,
     until: datetime | None = None,
-) -> tuple[list[Row], str | None]:
+) -> tuple[list[DeadLetter], str | None]:
     """One page of a tenant's dead letters, newest first, filtered; and the cursor of the next page."""
     cql = "SELECT * FROM dead_letters WHERE tenant_id = ?"
     params: list[Any] = [tenant_id]
@@ -66,47 +78,42 @@ async def list_dead_letters(
     if job_id is not None or target_host is not None:
         cql += " ALLOW FILTERING"  # inside the tenant's partition only
     rows, next_cursor = await store.page(cql, params, page_size=limit, cursor=cursor)
-    return [_aware(row) for row in rows], next_cursor
+    return [dead_letter_of(row) for row in rows], next_cursor
 
 
-async def get_dead_letter(store: CassandraStore, tenant_id: str, run_id: uuid.UUID) -> Row | None:
+async def get_dead_letter(store: CassandraStore, tenant_id: str, run_id: uuid.UUID) -> DeadLetter | None:
     """The tenant's live dead letter of `run_id` (found through `runs.dead_at`), or None."""
     run = await get_run(store, run_id)
-    if run is None or run["tenant_id"] != tenant_id or run["dead_at"] is None:
+    if run is None or run.tenant_id != tenant_id or run.dead_at is None:
         return None
     rows = await store.execute(
         "SELECT * FROM dead_letters WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
-        [tenant_id, run["dead_at"], run_id],
+        [tenant_id, run.dead_at, run_id],
     )
-    return _aware(rows[0]) if rows else None
+    return dead_letter_of(rows[0]) if rows else None
 
 
 async def redrive_dead_letter(
-    store: CassandraStore, letter: Row, due_at: datetime, now: datetime, *, job_version: int
-) -> Row | None:
-    """Give the dead run one more attempt due at `due_at`, for the job at `job_version`; returns the run row
-    (as redriven), or None if it is no longer DEAD."""
-    run = await get_run(store, letter["run_id"])
-    if run is None or run["status"] != RunStatus.DEAD:
+    store: CassandraStore, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int
+) -> Run | None:
+    """Give the dead run one more attempt due at `due_at`, for the job at `job_version`; returns the run (as
+    redriven), or None if it is no longer DEAD."""
+    run = await get_run(store, letter.run_id)
+    if run is None or run.status is not RunStatus.DEAD:
         return None
-    redriven = dataclasses.replace(new_run_of(run), job_version=job_version)
-    if not await redrive(store, redriven, int(run["attempt"]), due_at, now):
+    redriven = dataclasses.replace(run.identity(), job_version=job_version)
+    if not await redrive(store, redriven, run.attempt, due_at, now):
         return None
-    run = {**run, "job_version": job_version}
     await store.execute(
         "UPDATE dead_letters SET redriven_at = ? WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
-        [now, letter["tenant_id"], letter["dead_at"], letter["run_id"]],
+        [now, letter.tenant_id, letter.dead_at, letter.run_id],
     )
-    return run
+    return dataclasses.replace(run, job_version=job_version, status=RunStatus.RETRY, due_at=due_at)
 
 
-async def purge_dead_letter(store: CassandraStore, letter: Row) -> None:
+async def purge_dead_letter(store: CassandraStore, letter: DeadLetter) -> None:
     """Delete the letter. `runs.dead_at` stays (it is when the run died); a lookup by run id then finds no row."""
     await store.execute(
         "DELETE FROM dead_letters WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
-        [letter["tenant_id"], letter["dead_at"], letter["run_id"]],
+        [letter.tenant_id, letter.dead_at, letter.run_id],
     )
-
-
-def _aware(row: Row) -> Row:
-    return {k: to_utc(v) if isinstance(v, datetime) else v for k, v in row.items()}

@@ -4,11 +4,13 @@ time; the Dynein / ATF shape: cheap storage for the far future, hot partitions o
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.jobs import JobState, get_job
-from tickwheel.store.runs import NewRun, RunStatus, create_run, get_run
+from tickwheel.store.jobs import JobState
+from tickwheel.store.ports import ChainStore
+from tickwheel.store.records import NewRun, RunStatus
+from tickwheel.store.times import bound, read_at
 
 SELECT_DAY = (
     "SELECT fire_at, run_id, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms, recurring"
@@ -17,13 +19,9 @@ SELECT_DAY = (
 DELETE_DAY = "DELETE FROM runs_far WHERE day = ? AND shard = ?"
 
 
-def _naive(at: datetime) -> datetime:
-    return at.astimezone(UTC).replace(tzinfo=None)
-
-
 async def read_day(store: CassandraStore, day: datetime, shard: int) -> list[NewRun]:
     """Every run waiting in the (day, shard) partition."""
-    rows = await store.execute(SELECT_DAY, [_naive(day), shard])
+    rows = await store.execute(SELECT_DAY, [bound(day), shard])
     return [
         NewRun(
             run_id=row["run_id"],
@@ -32,8 +30,8 @@ async def read_day(store: CassandraStore, day: datetime, shard: int) -> list[New
             job_version=row["job_version"],
             shard=shard,
             lane=row["lane"],
-            scheduled_at=row["scheduled_at"].replace(tzinfo=UTC),
-            fire_at=row["fire_at"].replace(tzinfo=UTC),
+            scheduled_at=read_at(row["scheduled_at"]),
+            fire_at=read_at(row["fire_at"]),
             tolerance_ms=row["tolerance_ms"] or 0,
             recurring=row["recurring"],
         )
@@ -43,19 +41,19 @@ async def read_day(store: CassandraStore, day: datetime, shard: int) -> list[New
 
 async def delete_day(store: CassandraStore, day: datetime, shard: int) -> None:
     """Drop a moved partition whole (one partition tombstone)."""
-    await store.execute(DELETE_DAY, [_naive(day), shard])
+    await store.execute(DELETE_DAY, [bound(day), shard])
 
 
-async def move_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
+async def move_run(store: ChainStore, run: NewRun, now: datetime) -> bool:
     """Write the bucket row of a run waiting in `runs_far`; True when it will fire. A run cancelled or already
     attempted is left alone; a run whose own row has expired (due beyond Cassandra's 20-year TTL) is written again
     only while its job is ACTIVE and still points at it."""
-    current = await get_run(store, run.run_id)
+    current = await store.get_run(run.run_id)
     if current is None:
-        job = await get_job(store, run.job_id)
+        job = await store.get_job(run.job_id)
         if job is None or job.state != JobState.ACTIVE or job.next_run_id != run.run_id:
             return False
-    elif current["status"] != RunStatus.SCHEDULED or current["attempt"]:
+    elif current.status is not RunStatus.SCHEDULED or current.attempt:
         return False
-    await create_run(store, run, now)
+    await store.create_run(run, now)
     return True

@@ -27,6 +27,7 @@ class Reservation:
 async def reserve(
     store: CassandraStore, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int
 ) -> Reservation:
+    """Reserve `key` for this request (kept `ttl_s`), or say what the request that holds it asked and answered."""
     applied, current = await store.applied(
         "INSERT INTO idempotency_keys (tenant_id, key, request_hash, created_at) VALUES (?, ?, ?, ?)"
         " IF NOT EXISTS USING TTL ?",

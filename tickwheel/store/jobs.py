@@ -7,46 +7,24 @@ its `jobs` row stays (state DELETED) so its id keeps answering.
 
 from __future__ import annotations
 
-import enum
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from schemas.messages import JobDefinition, decode_definition, encode
+from schemas.messages import JobDefinition, encode
 from tickwheel.core.ids import run_id_for
-from tickwheel.model import recurs, tolerance_ms_of
+from tickwheel.core.instants import whole_ms
+from tickwheel.model import lane_of, recurs, tolerance_ms_of
 from tickwheel.store import runs
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.runs import NewRun, to_utc
-
-
-class JobState(enum.StrEnum):
-    ACTIVE = "ACTIVE"
-    """Scheduled: `next_run_id` (if any) is the run that fires next."""
-    PAUSED = "PAUSED"
-    """Nothing scheduled; resume computes the next occurrence from the time of resuming."""
-    DELETED = "DELETED"
-    """Gone from listings; nothing scheduled; kept so its id and history still answer."""
-
-
-@dataclass(frozen=True, slots=True)
-class Job:
-    job_id: uuid.UUID
-    tenant_id: str
-    shard: int
-    state: JobState
-    version: int
-    definition: JobDefinition
-    lane: str
-    next_run_at: datetime | None
-    next_run_id: uuid.UUID | None
-    fired_count: int
-    last_run_id: uuid.UUID | None
-    last_run_status: str | None
-    created_at: datetime
-    updated_at: datetime
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import Job as Job
+from tickwheel.store.records import JobHead, NewRun, Pointer, job_head_of
+from tickwheel.store.records import JobState as JobState
+from tickwheel.store.records import KeyedJob as KeyedJob
+from tickwheel.store.records import job_of as job_of
+from tickwheel.store.times import bound
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,46 +37,46 @@ class JobChange:
     next_run_id: uuid.UUID | None
 
 
+def occurrence_run(
+    job_id: uuid.UUID,
+    tenant_id: str,
+    shard: int,
+    version: int,
+    definition: JobDefinition,
+    scheduled_at: datetime,
+    *,
+    fire_at: datetime | None = None,
+    run_id: uuid.UUID | None = None,
+) -> NewRun:
+    """The run of a job's occurrence `scheduled_at` for the job at `version` (its deterministic id unless given):
+    the one place a run is made, in UTC and whole milliseconds (what the store keeps and run ids are made of)."""
+    at = whole_ms(scheduled_at.astimezone(UTC))
+    return NewRun(
+        run_id=run_id or run_id_for(job_id, at),
+        job_id=job_id,
+        tenant_id=tenant_id,
+        job_version=version,
+        shard=shard,
+        lane=lane_of(definition),
+        scheduled_at=at,
+        fire_at=at if fire_at is None else whole_ms(fire_at.astimezone(UTC)),
+        tolerance_ms=tolerance_ms_of(definition),
+        recurring=recurs(definition),
+    )
+
+
 def run_of(
     job: Job, scheduled_at: datetime, *, fire_at: datetime | None = None, run_id: uuid.UUID | None = None
 ) -> NewRun:
     """The job's run for the occurrence `scheduled_at` (its deterministic id unless given), at the job's version."""
-    return NewRun(
-        run_id=run_id or run_id_for(job.job_id, scheduled_at),
-        job_id=job.job_id,
-        tenant_id=job.tenant_id,
-        job_version=job.version,
-        shard=job.shard,
-        lane=job.lane,
-        scheduled_at=scheduled_at,
-        fire_at=fire_at or scheduled_at,
-        tolerance_ms=tolerance_ms_of(job.definition),
-        recurring=recurs(job.definition),
+    return occurrence_run(
+        job.job_id, job.tenant_id, job.shard, job.version, job.definition, scheduled_at, fire_at=fire_at, run_id=run_id
     )
 
 
 def label_set(definition: JobDefinition) -> set[str]:
     """Labels as `key=value` strings: what listing filters on."""
     return {f"{k}={v}" for k, v in definition.labels.items()}
-
-
-def job_of(row: Row) -> Job:
-    return Job(
-        job_id=row["job_id"],
-        tenant_id=row["tenant_id"],
-        shard=row["shard"],
-        state=JobState(row["state"]),
-        version=row["version"],
-        definition=decode_definition(row["definition"]),
-        lane=row["lane"],
-        next_run_at=to_utc(row["next_run_at"]),
-        next_run_id=row["next_run_id"],
-        fired_count=row["fired_count"] or 0,
-        last_run_id=row["last_run_id"],
-        last_run_status=row["last_run_status"],
-        created_at=to_utc(row["created_at"]) or row["created_at"],
-        updated_at=to_utc(row["updated_at"]) or row["updated_at"],
-    )
 
 
 INSERT_JOB = (
@@ -132,6 +110,7 @@ def _job_values(job: Job, now: datetime) -> list[Any]:
 
 
 def listing_row(job: Job, now: datetime) -> tuple[str, list[Any]]:
+    """The job's `jobs_by_tenant` row (what listing filters on)."""
     return INSERT_LISTING, [job.tenant_id, job.job_id, job.state.value, label_set(job.definition), now]
 
 
@@ -142,10 +121,10 @@ async def create_keyed_job(
     now: datetime,
     request_hash: str,
     also: Sequence[tuple[str, Sequence[Any]]] = (),
-) -> Row | None:
+) -> KeyedJob | None:
     """Create a job whose id was derived from an Idempotency-Key: one conditional insert of the job row (with the
     request's hash), then, only if it applied, its first run and listing row. Returns None when created, else the
-    row that already holds the id (a replay, or the same key with another request: compare `request_hash`).
+    job that already holds the id (a replay, or the same key with another request: compare `request_hash`).
 
     The run is written after the job here, not before: only the request that created the job may write its run,
     since a replay's plan (an interval anchored at its own now) could name another occurrence. A failure after
@@ -153,7 +132,7 @@ async def create_keyed_job(
     (`complete_keyed_job`). `also` rides in the same batch (the create's audit row: no statement of its own)."""
     applied, current = await store.applied(INSERT_KEYED_JOB, [*_job_values(job, now), request_hash])
     if not applied:
-        return current
+        return KeyedJob(job_of(current), current.get("request_hash"))
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now), *also]
     await store.batch(rows, logged=False)  # each row is safe to write again; none is visible without the job
     return None
@@ -183,6 +162,7 @@ async def create_job(
 
 
 async def get_job(store: CassandraStore, job_id: uuid.UUID) -> Job | None:
+    """The job (any state), or None when it was never written."""
     rows = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
     return job_of(rows[0]) if rows else None
 
@@ -270,7 +250,7 @@ async def reschedule(
     if job.next_run_id is not None and not same:
         old = await runs.get_run(store, job.next_run_id)
         if old is not None:
-            await runs.cancel(store, runs.new_run_of(old), now)
+            await runs.cancel(store, old.identity(), now)
     if next_run is not None:
         if same:
             await runs.retarget(store, next_run, now)
@@ -280,12 +260,40 @@ async def reschedule(
     return True, None
 
 
-async def scan_page(store: CassandraStore, *, page_size: int, cursor: str | None) -> tuple[list[Row], str | None]:
-    """One page of the whole jobs table (the sweeper's and the reconciler's passes) and the cursor of the next."""
-    return await store.page("SELECT * FROM jobs", page_size=page_size, cursor=cursor)
+async def scan_page(store: CassandraStore, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:
+    """One page of the whole jobs table (the sweeper's and the reconciler's passes) and the cursor of the next.
+    A row without state or definition (only cells a conditional update left on a job never written) is no job."""
+    rows, next_cursor = await store.page("SELECT * FROM jobs", page_size=page_size, cursor=cursor)
+    return [job_of(row) for row in rows if row["state"] and row["definition"]], next_cursor
 
 
-async def read_state(store: CassandraStore, job_id: uuid.UUID) -> Row | None:
+async def read_state(store: CassandraStore, job_id: uuid.UUID) -> JobHead | None:
     """The job's state, version and definition: what a worker checks before calling (None: no such job)."""
     rows = await store.execute(READ_STATE, [job_id])
-    return rows[0] if rows else None
+    return job_head_of(job_id, rows[0]) if rows and rows[0]["state"] and rows[0]["definition"] else None
+
+
+ADVANCE_JOB = (
+    "UPDATE jobs SET next_run_id = ?, next_run_at = ?, fired_count = ?, updated_at = ? WHERE job_id = ?"
+    " IF version = ? AND state = 'ACTIVE' AND next_run_id = ?"
+)
+
+
+async def move_pointer(
+    store: CassandraStore,
+    job: Job,
+    current_run_id: uuid.UUID,
+    following: NewRun | None,
+    fired_count: int,
+    now: datetime,
+) -> Pointer:
+    """Point the job from `current_run_id` to `following` (None: no further run) with `fired_count`, only while
+    it is ACTIVE, still at `job.version` and still pointing at `current_run_id` (one LWT on the job row)."""
+    next_id = following.run_id if following else None
+    next_at = bound(following.scheduled_at) if following else None
+    applied, current = await store.applied(
+        ADVANCE_JOB, [next_id, next_at, fired_count, bound(now), job.job_id, job.version, current_run_id]
+    )
+    if applied:
+        return Pointer(True)
+    return Pointer(False, current.get("next_run_id"), current.get("version"))

@@ -16,6 +16,8 @@ _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.cql$")
 
 
 class Migration(NamedTuple):
+    """One `schemas/cql/NNNN_name.cql` file: its number, name and statements."""
+
     version: int
     name: str
     statements: list[str]

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.runs import to_utc
+from tickwheel.store.times import aware
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,7 +28,7 @@ async def claim_of(store: CassandraStore, tenant_id: str, name: str) -> NameClai
     rows = await store.execute(
         "SELECT job_id, claimed_at FROM jobs_by_name WHERE tenant_id = ? AND name = ?", [tenant_id, name]
     )
-    return NameClaim(rows[0]["job_id"], to_utc(rows[0]["claimed_at"])) if rows else None
+    return NameClaim(rows[0]["job_id"], aware(rows[0]["claimed_at"])) if rows else None
 
 
 async def job_id_named(store: CassandraStore, tenant_id: str, name: str) -> uuid.UUID | None:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.runs import to_utc
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import FINAL, HistoryEntry, history_entry_of
+from tickwheel.store.times import bound, read_at
 
 
 async def previous_status(store: CassandraStore, job_id: uuid.UUID, before: datetime) -> str | None:
@@ -26,31 +27,51 @@ async def scheduled_between(
         "SELECT scheduled_at FROM runs_by_job WHERE job_id = ? AND scheduled_at > ? AND scheduled_at <= ?",
         [job_id, after, until],
     )
-    return [at for at in (to_utc(row["scheduled_at"]) for row in rows) if at is not None]
+    return [read_at(row["scheduled_at"]) for row in rows]
 
 
-async def latest(store: CassandraStore, job_id: uuid.UUID, limit: int) -> list[Row]:
-    """The job's newest `limit` history rows (run_id, scheduled_at, status, attempt), newest first."""
-    return await store.execute(
+async def latest(store: CassandraStore, job_id: uuid.UUID, limit: int) -> list[HistoryEntry]:
+    """The job's newest `limit` history entries (run_id, scheduled_at, status, attempt), newest first."""
+    rows = await store.execute(
         "SELECT run_id, scheduled_at, status, attempt FROM runs_by_job WHERE job_id = ? LIMIT ?", [job_id, limit]
     )
+    return [history_entry_of(row) for row in rows]
 
 
 async def page_of_job(
     store: CassandraStore, job_id: uuid.UUID, status: str | None, *, page_size: int, cursor: str | None
-) -> tuple[list[Row], str | None]:
+) -> tuple[list[HistoryEntry], str | None]:
     """One page of the job's history, newest first, optionally of one status (filtered inside the partition)."""
     cql = "SELECT * FROM runs_by_job WHERE job_id = ?"
     params: list[Any] = [job_id]
     if status is not None:
         cql += " AND status = ? ALLOW FILTERING"  # inside the job's partition only
         params.append(status)
-    return await store.page(cql, params, page_size=page_size, cursor=cursor)
+    rows, next_cursor = await store.page(cql, params, page_size=page_size, cursor=cursor)
+    return [history_entry_of(row) for row in rows], next_cursor
 
 
-async def latest_before(store: CassandraStore, job_id: uuid.UUID, before: datetime, limit: int) -> list[Row]:
-    """The job's newest `limit` history rows (run_id, status) scheduled at or before `before`."""
-    return await store.execute(
-        "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at <= ? LIMIT ?",
-        [job_id, before.astimezone(UTC).replace(tzinfo=None), limit],
+async def latest_before(store: CassandraStore, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
+    """The job's newest `limit` history entries (run_id, scheduled_at, status) scheduled at or before `before`."""
+    rows = await store.execute(
+        "SELECT run_id, scheduled_at, status FROM runs_by_job WHERE job_id = ? AND scheduled_at <= ? LIMIT ?",
+        [job_id, bound(before), limit],
     )
+    return [history_entry_of(row) for row in rows]
+
+
+EARLIER_RUNS = "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at < ? LIMIT ?"
+RUN_STATUSES = "SELECT run_id, status FROM runs WHERE run_id IN ?"
+EARLIER_RUNS_READ = 50
+"""How many earlier occurrences the overlap check looks at (newest first)."""
+
+
+async def earlier_in_flight(store: CassandraStore, job_id: uuid.UUID, before: datetime) -> int:
+    """How many of the job's latest runs scheduled before `before` are not final (read from the run rows: the
+    history may still say SCHEDULED of a run that started)."""
+    rows = await store.execute(EARLIER_RUNS, [job_id, bound(before), EARLIER_RUNS_READ])
+    candidates = [row["run_id"] for row in rows if row["status"] not in FINAL]
+    if not candidates:
+        return 0
+    runs = await store.execute(RUN_STATUSES, [candidates])
+    return sum(1 for row in runs if row["status"] not in FINAL)

@@ -15,80 +15,24 @@ row carries the attempt that holds the lease.
 
 from __future__ import annotations
 
-import enum
 import uuid
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from tickwheel.core.horizon import day_of, is_far, retention_ttl_s
 from tickwheel.core.ids import minute_bucket
+from tickwheel.core.instants import whole_ms
 from tickwheel.store.cassandra import CassandraStore, Row
-
-
-class RunStatus(enum.StrEnum):
-    SCHEDULED = "SCHEDULED"
-    """Written, not yet claimed (attempt 0). May be claimed or cancelled."""
-    RUNNING = "RUNNING"
-    """Claimed by a worker until lease_until; only that attempt may record the outcome."""
-    RETRY = "RETRY"
-    """An attempt failed retriably; a run row at due_at carries the attempt the next claim must find."""
-    SUCCEEDED = "SUCCEEDED"
-    DEAD = "DEAD"
-    CANCELLED = "CANCELLED"
-
-
-RUNNABLE = (RunStatus.SCHEDULED, RunStatus.RETRY)
-FINAL = (RunStatus.SUCCEEDED, RunStatus.DEAD, RunStatus.CANCELLED)
-
-
-class RunKind(enum.StrEnum):
-    RUN = "run"
-    LEASE_CHECK = "lease_check"
-
-
-@dataclass(frozen=True, slots=True)
-class NewRun:
-    """A run about to be written: one occurrence of a job."""
-
-    run_id: uuid.UUID
-    job_id: uuid.UUID
-    tenant_id: str
-    job_version: int
-    shard: int
-    lane: str
-    scheduled_at: datetime
-    fire_at: datetime
-    tolerance_ms: int = 0
-    recurring: bool | None = None
-    """Whether the job recurs (its first fire chains the next run); None when not known (read the job)."""
-    origin: str | None = None  # None: an occurrence of the schedule; 'trigger' or 'backfill': made on request
-    forced: bool = False  # a triggered run that may run while its job is paused
-
-
-@dataclass(frozen=True, slots=True)
-class Transition:
-    """Whether a conditional write applied; `current` is the row Cassandra compared against when it did not."""
-
-    applied: bool
-    current: Row
-
-
-def to_utc(value: datetime | None) -> datetime | None:
-    """The driver returns naive UTC datetimes; make them aware."""
-    if value is None or value.tzinfo is not None:
-        return value
-    return value.replace(tzinfo=UTC)
-
-
-def _naive(at: datetime) -> datetime:
-    return at.astimezone(UTC).replace(tzinfo=None)
-
-
-def _ms(at: datetime) -> datetime:
-    # Cassandra timestamps hold milliseconds; truncate so what we compare is what we stored.
-    return at.replace(microsecond=at.microsecond // 1000 * 1000)
-
+from tickwheel.store.records import FINAL as FINAL
+from tickwheel.store.records import RUNNABLE as RUNNABLE
+from tickwheel.store.records import Attempt, Found, Run, attempt_of, found_of, run_of
+from tickwheel.store.records import AttemptResult as AttemptResult
+from tickwheel.store.records import DueState as DueState
+from tickwheel.store.records import NewRun as NewRun
+from tickwheel.store.records import RunKind as RunKind
+from tickwheel.store.records import RunStatus as RunStatus
+from tickwheel.store.records import Transition as Transition
+from tickwheel.store.times import aware, bound, epoch_us
 
 INSERT_RUN = (
     "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
@@ -124,7 +68,7 @@ INSERT_FAR = (
 
 def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -> tuple[str, list[Any]]:
     """The `runs_by_bucket` insert that makes the dispatcher fire `run` at `fire_at`."""
-    fire_at = _ms(fire_at)
+    fire_at = whole_ms(fire_at)
     return INSERT_BUCKET, [
         minute_bucket(fire_at),
         run.shard,
@@ -136,7 +80,7 @@ def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -
         run.tenant_id,
         run.lane,
         run.job_version,
-        _ms(run.scheduled_at),
+        whole_ms(run.scheduled_at),
         run.tolerance_ms,
         run.recurring,
     ]
@@ -147,24 +91,25 @@ def first_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
     `core.horizon.FAR_AFTER` (the coordinator's mover writes the bucket row when its day comes near)."""
     if not is_far(run.fire_at, now):
         return bucket_row(run, fire_at=run.fire_at, attempt=0, kind=RunKind.RUN)
-    fire_at = _ms(run.fire_at)
+    fire_at = whole_ms(run.fire_at)
     return INSERT_FAR, [
-        _naive(day_of(fire_at)),
+        bound(day_of(fire_at)),
         run.shard,
-        _naive(fire_at),
+        bound(fire_at),
         run.run_id,
         run.job_id,
         run.tenant_id,
         run.lane,
         run.job_version,
-        _naive(_ms(run.scheduled_at)),
+        bound(run.scheduled_at),
         run.tolerance_ms,
         run.recurring,
     ]
 
 
 def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
-    params = [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now]
+    """The run's `runs_by_job` row at `status` (written at the statement's own time)."""
+    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, status.value, attempt, now]
     if run.origin is None:
         return UPSERT_HISTORY, params
     return UPSERT_HISTORY_WITH_ORIGIN, [*params, run.origin]
@@ -174,7 +119,7 @@ def run_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
     """The `runs` insert (IF NOT EXISTS) of a run just made, kept until its due time plus the retention; a run
     made on request also stores its origin and whether it is forced."""
     params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
-    params += [_ms(run.scheduled_at), _ms(run.fire_at), now]
+    params += [whole_ms(run.scheduled_at), whole_ms(run.fire_at), now]
     if run.origin is None:
         return INSERT_RUN, [*params, retention_ttl_s(run.fire_at, now)]
     return INSERT_RUN_WITH_ORIGIN, [*params, run.origin, run.forced, retention_ttl_s(run.fire_at, now)]
@@ -183,7 +128,7 @@ def run_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
 def scheduled_history_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
     """The history's row of a run just made, kept until its due time plus the retention: written at its
     occurrence or now, whichever is earlier, so that its claim's row (`running_history_row`) always replaces it."""
-    write_time_us = min(_us(run.scheduled_at), _us(now))
+    write_time_us = min(epoch_us(run.scheduled_at), epoch_us(now))
     statement, params = history_row(run, RunStatus.SCHEDULED, 0, now)
     return statement + " USING TTL ? AND TIMESTAMP ?", [*params, retention_ttl_s(run.fire_at, now), write_time_us]
 
@@ -195,8 +140,8 @@ def running_history_row(run: NewRun, attempt: int, now: datetime) -> tuple[str, 
     least one more (`outcome_history_row`): a claim that is then refused (a duplicate arriving after the run
     finished) never hides the outcome, whatever the clocks, while it still replaces the SCHEDULED row written
     when the run was made."""
-    write_time_us = min(_us(run.scheduled_at), _us(now)) + 2 * attempt
-    params = [run.job_id, _ms(run.scheduled_at), run.run_id, RunStatus.RUNNING.value, attempt, now, write_time_us]
+    write_time_us = min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * attempt
+    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, RunStatus.RUNNING.value, attempt, now, write_time_us]
     return UPSERT_HISTORY + " USING TIMESTAMP ?", params
 
 
@@ -205,20 +150,21 @@ def outcome_history_row(
 ) -> tuple[str, list[Any]]:
     """The history's row for the outcome of `attempt` (claimed at `claimed_at`): written at now, and never before
     its claim's row, whatever the clocks."""
-    claim_us = min(_us(run.scheduled_at), _us(claimed_at)) + 2 * attempt
-    write_time_us = max(_us(now), claim_us + 1)
-    params = [run.job_id, _ms(run.scheduled_at), run.run_id, status.value, attempt, now, write_time_us]
+    claim_us = min(epoch_us(run.scheduled_at), epoch_us(claimed_at)) + 2 * attempt
+    write_time_us = max(epoch_us(now), claim_us + 1)
+    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, status.value, attempt, now, write_time_us]
     return UPSERT_HISTORY + " USING TIMESTAMP ?", params
-
-
-def _us(at: datetime) -> int:
-    return int(_ms(at).timestamp() * 1000) * 1000
 
 
 def new_run_rows(run: NewRun, now: datetime) -> list[tuple[str, list[Any]]]:
     """The rows of a run that cannot exist yet (the first run of a job just made): no condition needed."""
     statement, params = run_row(run, now)
     return [(statement.replace(" IF NOT EXISTS", ""), params), first_row(run, now), scheduled_history_row(run, now)]
+
+
+async def write_new_run(store: CassandraStore, run: NewRun, now: datetime) -> None:
+    """Write a run nobody can have written yet (`new_run_rows`: one unlogged batch, no condition)."""
+    await store.batch(new_run_rows(run, now), logged=False)
 
 
 async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
@@ -228,38 +174,22 @@ async def create_run(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     is only (re)written while the run is still SCHEDULED, so a finished run is never revived.
     """
     applied, current = await store.applied(*run_row(run, now))
-    if not applied and current.get("status") != RunStatus.SCHEDULED:
+    if not applied and found_of(current).status is not RunStatus.SCHEDULED:
         return False
     await store.batch([first_row(run, now), scheduled_history_row(run, now)])
     return applied
 
 
-async def get_run(store: CassandraStore, run_id: uuid.UUID) -> Row | None:
+async def get_run(store: CassandraStore, run_id: uuid.UUID) -> Run | None:
+    """The run, or None when it has no row (never written, or past its retention)."""
     rows = await store.execute("SELECT * FROM runs WHERE run_id = ?", [run_id])
-    return _aware(rows[0]) if rows else None
+    return run_of(rows[0]) if rows else None
 
 
-async def get_attempts(store: CassandraStore, run_id: uuid.UUID) -> list[Row]:
+async def get_attempts(store: CassandraStore, run_id: uuid.UUID) -> list[Attempt]:
+    """Every attempt, deferral, lease expiry and redrive of the run, in order."""
     rows = await store.execute("SELECT * FROM run_attempts WHERE run_id = ?", [run_id])
-    return [_aware(row) for row in rows]
-
-
-def _aware(row: Row) -> Row:
-    return {k: to_utc(v) if isinstance(v, datetime) else v for k, v in row.items()}
-
-
-def new_run_of(row: Row) -> NewRun:
-    """The identity of an existing `runs` row, to write its index rows again."""
-    return NewRun(
-        run_id=row["run_id"],
-        job_id=row["job_id"],
-        tenant_id=row["tenant_id"],
-        job_version=row["job_version"],
-        shard=row["shard"],
-        lane=row["lane"],
-        scheduled_at=to_utc(row["scheduled_at"]) or row["scheduled_at"],
-        fire_at=to_utc(row["due_at"]) or row["due_at"],
-    )
+    return [attempt_of(row) for row in rows]
 
 
 CLAIM = (
@@ -289,7 +219,7 @@ async def claim(
 
     Its lease check row (and its RUNNING history row, see `running_history_row`) are written first: if the claim
     applies and the worker dies, that row finds the run. When the claim does not apply, `current` holds the
-    run's status, attempt and job_version (absent: no such run)."""
+    run's status, attempt and job_version (all None: no such run)."""
     await store.batch(
         [
             bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
@@ -299,9 +229,9 @@ async def claim(
     )
     applied, current = await store.applied(
         CLAIM,
-        [expected_attempt + 1, _ms(lease_until), worker, now, run.run_id, expected_attempt, run.job_version],
+        [expected_attempt + 1, whole_ms(lease_until), worker, now, run.run_id, expected_attempt, run.job_version],
     )
-    return Transition(applied, current)
+    return Transition(applied, found_of(current))
 
 
 async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
@@ -311,21 +241,10 @@ async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, n
     rows = await store.execute(LEASE_STATE, [run_id])
     if not rows or rows[0]["status"] != RunStatus.RUNNING or rows[0]["attempt"] != attempt:
         return False
-    if report_of(rows[0], attempt) is not None:
+    if (rows[0].get("reported") or {}).get(attempt) is not None:
         return True
-    lease_until = to_utc(rows[0]["lease_until"])
+    lease_until = aware(rows[0]["lease_until"])
     return lease_until is None or lease_until <= now
-
-
-@dataclass(frozen=True, slots=True)
-class AttemptResult:
-    """What one attempt produced, for the run row and its history."""
-
-    status: RunStatus
-    response_code: int | None = None
-    error: str | None = None
-    response_excerpt: str | None = None
-    retry_at: datetime | None = None
 
 
 async def finish(
@@ -346,14 +265,15 @@ async def finish(
     description rows: a run that finished has nothing for it to find, and a row gone before the dispatchers
     preload its minute costs them no wheel entry and no read of the run (one read per run saved; a row already
     preloaded still fires, and its read finds the run finished)."""
-    due_at = _ms(result.retry_at) if result.retry_at else None
+    due_at = whole_ms(result.retry_at) if result.retry_at else None
     if result.status is RunStatus.RETRY and result.retry_at is not None:
         await store.execute(*bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
     applied, current = await store.applied(
         FINISH,
         [result.status.value, now, result.response_code, result.error, due_at, run.run_id, attempt],
     )
-    if not applied and (current.get("status"), current.get("attempt")) != (result.status.value, attempt):
+    found = found_of(current)
+    if not applied and (found.status, found.attempt) != (result.status, attempt):
         return False
     await store.batch(
         [
@@ -381,7 +301,7 @@ async def finish(
 
 def lease_check_removal(run: NewRun, lease_until: datetime, attempt: int) -> tuple[str, list[Any]]:
     """The delete of the lease check row `claim` wrote for `attempt` (the same key as its `bucket_row`)."""
-    fire_at = _ms(lease_until)
+    fire_at = whole_ms(lease_until)
     return DELETE_BUCKET, [minute_bucket(fire_at), run.shard, fire_at, run.run_id, attempt, RunKind.LEASE_CHECK.value]
 
 
@@ -396,7 +316,7 @@ async def expire_lease(
     applied, _ = await store.applied(
         "UPDATE runs SET status = ?, due_at = ?, last_error = 'lease expired', lease_until = null, finished_at = ?"
         " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until <= ?",
-        [status.value, _ms(retry_at) if retry_at else None, now, run.run_id, attempt, now],
+        [status.value, whole_ms(retry_at) if retry_at else None, now, run.run_id, attempt, now],
     )
     if applied:
         await store.batch(
@@ -417,19 +337,15 @@ async def extend_lease(store: CassandraStore, run_id: uuid.UUID, attempt: int, l
     """Heartbeat: move lease_until later if `attempt` (the fencing token) still holds the run (its lease check row
     at the new instant is written first). A live lease already ending later is kept, never shortened: the
     transition applies with the run's own `lease_until`."""
-    row = await get_run(store, run_id)
-    if row is None:
-        return Transition(False, {})
-    await store.execute(*bucket_row(new_run_of(row), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
+    run = await get_run(store, run_id)
+    if run is None:
+        return Transition(False)
+    await store.execute(*bucket_row(run.identity(), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
         "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until < ?",
-        [_ms(lease_until), run_id, attempt, _ms(lease_until)],
+        [whole_ms(lease_until), run_id, attempt, whole_ms(lease_until)],
     )
-    if applied:
-        return Transition(True, {**row, "lease_until": _ms(lease_until)})
-    if current.get("status") == RunStatus.RUNNING and current.get("attempt") == attempt:
-        return Transition(True, {**row, "lease_until": to_utc(current.get("lease_until"))})
-    return Transition(False, current)
+    return _lease_transition(applied, current, attempt, lease_until)
 
 
 async def hold_lease(
@@ -441,31 +357,33 @@ async def hold_lease(
     await store.execute(*bucket_row(run, fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
         "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until = ?",
-        [_ms(lease_until), run.run_id, attempt, _ms(claimed_until)],
+        [whole_ms(lease_until), run.run_id, attempt, whole_ms(claimed_until)],
     )
+    return _lease_transition(applied, current, attempt, lease_until)
+
+
+def _lease_transition(applied: bool, current: Row, attempt: int, lease_until: datetime) -> Transition:
+    """A lease write's outcome: applied with `lease_until`, or applied with the run's own lease when `attempt`
+    still holds it (the condition on the lease refused the write), else refused with what it found."""
     if applied:
-        return Transition(True, {"lease_until": _ms(lease_until)})
-    if current.get("status") == RunStatus.RUNNING and current.get("attempt") == attempt:
-        return Transition(True, {"lease_until": to_utc(current.get("lease_until"))})
-    return Transition(False, current)
+        return Transition(True, lease_until=whole_ms(lease_until))
+    found = found_of(current)
+    if found.status is RunStatus.RUNNING and found.attempt == attempt:
+        return Transition(True, lease_until=aware(current.get("lease_until")))
+    return Transition(False, found)
 
 
-async def report_completion(store: CassandraStore, row: Row, attempt: int, report: str, now: datetime) -> Transition:
+async def report_completion(store: CassandraStore, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
     """Fence an asynchronous run's reported outcome (`report`, an encoded CompletionReport) into its row: only
     while `attempt` holds the run and has not reported yet. Its lease check row at `now` is written first, so a
     worker records the outcome through the ordinary path (`RunHandler.check_lease`) without waiting for the
-    lease to end. When refused, `current` holds status, attempt and `reported`."""
-    await store.execute(*bucket_row(new_run_of(row), fire_at=now, attempt=attempt, kind=RunKind.LEASE_CHECK))
+    lease to end. When refused, `found` holds status, attempt and the attempts that have reported."""
+    await store.execute(*bucket_row(run, fire_at=now, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
         "UPDATE runs SET reported[?] = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND reported[?] = null",
-        [attempt, report, row["run_id"], attempt, attempt],
+        [attempt, report, run.run_id, attempt, attempt],
     )
-    return Transition(applied, current)
-
-
-def report_of(row: Row, attempt: int) -> str | None:
-    """What the target reported for `attempt` of an asynchronous run (an encoded CompletionReport), if anything."""
-    return (row.get("reported") or {}).get(attempt)
+    return Transition(applied, Found() if applied else found_of(current))
 
 
 async def defer(store: CassandraStore, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
@@ -489,8 +407,8 @@ async def cancel(store: CassandraStore, run: NewRun, now: datetime) -> bool:
         [now, run.run_id],
     )
     if applied:
-        row = await get_run(store, run.run_id)
-        attempt = int(row["attempt"]) if row else 0
+        current = await get_run(store, run.run_id)
+        attempt = current.attempt if current else 0
         await store.execute(*history_row(run, RunStatus.CANCELLED, attempt, now))
     return applied
 
@@ -509,13 +427,13 @@ async def retarget(store: CassandraStore, run: NewRun, now: datetime) -> bool:
 async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
     """A DEAD run at `attempt` gets one more attempt (same run id, so the same idempotency key), due at `due_at`,
     made for `run.job_version` (the job's current version, so a job edited since still runs it)."""
-    row = await get_run(store, run.run_id)
-    redrives = int((row or {}).get("redrive_count") or 0) + 1
+    current = await get_run(store, run.run_id)
+    redrives = (current.redrive_count if current else 0) + 1
     await store.execute(*bucket_row(run, fire_at=due_at, attempt=attempt, kind=RunKind.RUN))
     applied, _ = await store.applied(
         "UPDATE runs SET status = 'RETRY', due_at = ?, dead_at = null, redrive_count = ?, job_version = ?"
         " WHERE run_id = ? IF status = 'DEAD' AND attempt = ?",
-        [_ms(due_at), redrives, run.job_version, run.run_id, attempt],
+        [whole_ms(due_at), redrives, run.job_version, run.run_id, attempt],
     )
     if applied:
         await store.batch(
@@ -536,23 +454,30 @@ async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     applied, _ = await store.applied(
         "UPDATE runs SET status = 'SCHEDULED', job_version = ?, lane = ?, due_at = ?, finished_at = null"
         " WHERE run_id = ? IF status = 'CANCELLED' AND attempt = 0",
-        [run.job_version, run.lane, _ms(run.fire_at), run.run_id],
+        [run.job_version, run.lane, whole_ms(run.fire_at), run.run_id],
     )
     if applied:
         await store.batch([first_row(run, now), scheduled_history_row(run, now)])
     return applied
 
 
-async def due_state(store: CassandraStore, run_id: uuid.UUID) -> Row | None:
+async def due_state(store: CassandraStore, run_id: uuid.UUID) -> DueState | None:
     """The run's status, attempt and due time (the sweeper's view), or None when it has no row."""
     rows = await store.execute("SELECT status, attempt, due_at FROM runs WHERE run_id = ?", [run_id])
-    return rows[0] if rows else None
+    if not rows:
+        return None
+    return DueState(RunStatus(rows[0]["status"]), rows[0]["attempt"] or 0, aware(rows[0]["due_at"]))
 
 
 async def move_due(store: CassandraStore, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
     """Move a run's due time if it is still `status` at `attempt` (a sweeper repair re-firing it)."""
     applied, _ = await store.applied(
         "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = ? AND attempt = ?",
-        [due_at.astimezone(UTC).replace(tzinfo=None), run_id, status.value, attempt],
+        [bound(due_at), run_id, status.value, attempt],
     )
     return applied
+
+
+async def write_due_row(store: CassandraStore, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
+    """A `runs_by_bucket` row that fires (run, attempt, kind) at `fire_at` (the sweeper's repairs)."""
+    await store.execute(*bucket_row(run, fire_at=fire_at, attempt=attempt, kind=kind))

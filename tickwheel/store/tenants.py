@@ -16,27 +16,13 @@ from datetime import datetime
 
 from tickwheel.errors import Conflict, NotFound
 from tickwheel.signing import generate_secret
-from tickwheel.store.cassandra import CassandraStore, Row
-from tickwheel.store.runs import to_utc
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import Tenant as Tenant
+from tickwheel.store.records import tenant_of
+from tickwheel.store.times import aware
 
 KEY_PREFIX = "tw_"
 SECRETS_KEPT = 2
-
-
-@dataclass(frozen=True, slots=True)
-class Tenant:
-    tenant_id: str
-    name: str
-    created_at: datetime | None
-    signing_secrets: tuple[str, ...]
-    max_jobs: int | None = None
-    requests_per_s: int | None = None
-    min_interval_s: int | None = None
-    kafka_topic_prefix: str | None = None  # None: default_topic_prefix(tenant_id)
-    retention_days: int | None = None
-    weight: int | None = None
-    notify_url: str | None = None
-    notify_events: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +43,8 @@ TENANT_OVERRIDES = ("retention_days", "weight", "max_jobs", "notify_url", "notif
 
 @dataclass(frozen=True, slots=True)
 class ApiKey:
+    """An API key as listed: its public id, never the key (only its hash is stored)."""
+
     key_id: str
     tenant_id: str
     created_at: datetime | None
@@ -64,29 +52,13 @@ class ApiKey:
 
 
 def hash_key(key: str) -> str:
+    """The sha256 of an API key: what `api_keys` is keyed by."""
     return hashlib.sha256(key.encode()).hexdigest()
 
 
 def key_id_of(key_hash: str) -> str:
     """A key's public id: the head of its hash (shown in listings and the audit log; it reveals nothing)."""
     return key_hash[:12]
-
-
-def _tenant_of(row: Row) -> Tenant:
-    return Tenant(
-        tenant_id=row["tenant_id"],
-        name=row["name"],
-        created_at=to_utc(row["created_at"]),
-        signing_secrets=tuple(row["signing_secrets"] or ()),
-        max_jobs=row["max_jobs"],
-        requests_per_s=row["requests_per_s"],
-        min_interval_s=row["min_interval_s"],
-        kafka_topic_prefix=row.get("kafka_topic_prefix"),
-        retention_days=row.get("retention_days"),
-        weight=row.get("weight"),
-        notify_url=row.get("notify_url"),
-        notify_events=frozenset(row.get("notify_events") or ()),
-    )
 
 
 async def create_tenant(
@@ -109,11 +81,13 @@ async def create_tenant(
 
 
 async def get_tenant(store: CassandraStore, tenant_id: str) -> Tenant | None:
+    """The tenant, or None when it has no row."""
     rows = await store.execute("SELECT * FROM tenants WHERE tenant_id = ?", [tenant_id])
-    return _tenant_of(rows[0]) if rows else None
+    return tenant_of(rows[0]) if rows else None
 
 
 async def tenant_by_name(store: CassandraStore, name: str) -> Tenant:
+    """The tenant named `name`; NotFound when there is none."""
     rows = await store.execute("SELECT tenant_id FROM tenants_by_name WHERE name = ?", [name])
     tenant = await get_tenant(store, rows[0]["tenant_id"]) if rows else None
     if tenant is None:
@@ -124,7 +98,7 @@ async def tenant_by_name(store: CassandraStore, name: str) -> Tenant:
 async def list_tenants(store: CassandraStore) -> list[Tenant]:
     """Every tenant (an operator command: a full scan of a small table)."""
     rows = await store.execute("SELECT * FROM tenants")
-    return sorted((_tenant_of(row) for row in rows), key=lambda t: t.name)
+    return sorted((tenant_of(row) for row in rows), key=lambda t: t.name)
 
 
 async def change_tenant(store: CassandraStore, tenant_id: str, change: TenantChange) -> Tenant:
@@ -168,12 +142,14 @@ async def create_key(store: CassandraStore, tenant_id: str, now: datetime) -> tu
 
 
 async def list_keys(store: CassandraStore, tenant_id: str) -> list[ApiKey]:
+    """The tenant's keys, revoked ones included, oldest first."""
     rows = await store.execute("SELECT * FROM api_keys_by_tenant WHERE tenant_id = ?", [tenant_id])
-    keys = [ApiKey(r["key_id"], tenant_id, to_utc(r["created_at"]), to_utc(r["revoked_at"])) for r in rows]
+    keys = [ApiKey(r["key_id"], tenant_id, aware(r["created_at"]), aware(r["revoked_at"])) for r in rows]
     return sorted(keys, key=lambda k: k.created_at.timestamp() if k.created_at else 0.0)
 
 
 async def revoke_key(store: CassandraStore, tenant_id: str, key_id: str, now: datetime) -> None:
+    """Revoke one of the tenant's keys (NotFound when it has no such key); the key stops authenticating."""
     rows = await store.execute(
         "SELECT key_hash FROM api_keys_by_tenant WHERE tenant_id = ? AND key_id = ?", [tenant_id, key_id]
     )
@@ -217,12 +193,12 @@ async def rotate_signing_secret(store: CassandraStore, tenant_id: str) -> Tenant
     return dataclasses.replace(tenant, signing_secrets=tuple(kept))
 
 
-async def call_settings(store: CassandraStore, tenant_id: str) -> Row:
+async def call_settings(store: CassandraStore, tenant_id: str) -> Tenant:
     """What a worker needs of a tenant to make its calls (secrets, Kafka prefix, caps, notifications, fair-share
-    weight); empty when the tenant has no row."""
+    weight); a tenant with no row has none of them (no secret, the default prefix, weight 1)."""
     rows = await store.execute(
-        "SELECT signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url, notify_events, weight"
-        " FROM tenants WHERE tenant_id = ?",
+        "SELECT tenant_id, signing_secrets, kafka_topic_prefix, concurrency, retention_days, notify_url,"
+        " notify_events, weight FROM tenants WHERE tenant_id = ?",
         [tenant_id],
     )
-    return rows[0] if rows else {}
+    return tenant_of(rows[0]) if rows else Tenant(tenant_id, "", None, ())

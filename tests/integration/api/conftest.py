@@ -24,7 +24,9 @@ from api.meta import openapi_document
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
+from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import NewRun
 from tickwheel.store.tenants import create_tenant
 
 STACK_DIR = Path(__file__).resolve().parents[3] / ".stack"
@@ -134,3 +136,11 @@ async def alice(make_tenant: Callable[[], Awaitable[Caller]]) -> Caller:
 @pytest.fixture
 async def bob(make_tenant: Callable[[], Awaitable[Caller]]) -> Caller:
     return await make_tenant()
+
+
+async def existing_run(store: CassandraStore, run_id: uuid.UUID | None) -> NewRun:
+    """The identity of a run the test knows exists (it fails the test when the run has no row)."""
+    assert run_id is not None
+    found = await runs.get_run(store, run_id)
+    assert found is not None, f"run {run_id} has no row"
+    return found.identity()

@@ -23,7 +23,9 @@ async def running_run(caller: Caller, store: CassandraStore, **fields: object) -
     assert made.status == 201, await made.text()
     job = await made.json()
     now = datetime.now(UTC)
-    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    scheduled = await runs.get_run(store, uuid.UUID(job["next_run_id"]))
+    assert scheduled is not None
+    run = scheduled.identity()
     assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)).applied
     return job, run
 
@@ -54,8 +56,8 @@ async def test_the_holding_attempt_reports_once_and_a_worker_is_told_at_once(ali
     assert done.status == 202
     assert await done.json() == {"id": str(run.run_id), "attempt": 1, "outcome": "failed", "status": "RUNNING"}
     row = await runs.get_run(store, run.run_id)
-    assert row is not None and row["status"] == "RUNNING"
-    report = decode_report(runs.report_of(row, 1) or "")
+    assert row is not None and row.status == "RUNNING"
+    report = decode_report(row.report(1) or "")
     assert (report.outcome, report.detail) == ("failed", "disk full") and report.reported_at_ms > 0
     again = await alice.call("POST", path, json={"attempt": 1, "outcome": "succeeded"})
     assert again.status == 409, "a second report of one attempt must not replace the first"
@@ -77,7 +79,7 @@ async def test_completion_is_refused_for_a_job_that_did_not_opt_in_and_for_anoth
     other = await bob.call("POST", f"/v1/runs/{opted.run_id}/complete", json={"attempt": 1, "outcome": "succeeded"})
     assert other.status == 404
     row = await runs.get_run(store, opted.run_id)
-    assert row is not None and runs.report_of(row, 1) is None
+    assert row is not None and row.report(1) is None
 
 
 async def test_a_completion_body_is_checked_field_by_field(alice: Caller, store: CassandraStore) -> None:
@@ -113,11 +115,12 @@ async def test_a_heartbeat_never_shortens_a_live_lease_and_never_passes_the_maxi
     shorter = await alice.call("POST", beat, json={"attempt": 1, "extendByS": 5})
     assert shorter.status == 200 and (await shorter.json())["lease_until"] == longer["lease_until"]
     row = await runs.get_run(store, run.run_id)
-    assert row is not None and row["lease_until"] == datetime.fromisoformat(longer["lease_until"])
+    assert row is not None and row.lease_until == datetime.fromisoformat(longer["lease_until"])
     default = await (await alice.call("POST", beat, json={"attempt": 1})).json()
     assert default["lease_until"] == longer["lease_until"], "leaseS (600 s) is shorter than the live lease"
     capped = await (await alice.call("POST", beat, json={"attempt": 1, "extendByS": 3600})).json()
-    latest = row["started_at"] + timedelta(seconds=1800)
+    assert row.started_at is not None
+    latest = row.started_at + timedelta(seconds=1800)
     assert abs((datetime.fromisoformat(capped["lease_until"]) - latest).total_seconds()) < 0.01
 
 

@@ -98,7 +98,7 @@ async def test_a_dead_letter_is_deleted_once_by_its_tenant_only(alice: Caller, b
     assert await letter_ids(alice) == []
     assert (await alice.call("POST", f"{path}/redrive")).status == 404
     row = await runs.get_run(store, run.run_id)
-    assert row is not None and row["status"] == "DEAD", "purging the letter keeps the run"
+    assert row is not None and row.status == "DEAD", "purging the letter keeps the run"
     assert (await alice.call("DELETE", "/v1/dead-letters/not-a-uuid")).status == 404
 
 

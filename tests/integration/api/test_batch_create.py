@@ -38,7 +38,7 @@ async def test_every_item_is_created_durably_and_reported_in_order(alice: Caller
     assert [item["job"]["name"] for item in result["items"]] == [f"item {i}" for i in range(40)]
     for item in result["items"]:
         run = await runs.get_run(store, uuid.UUID(item["job"]["next_run_id"]))
-        assert run is not None and run["status"] == "SCHEDULED"
+        assert run is not None and run.status == "SCHEDULED"
     assert await listed_ids(alice) == {item["job"]["id"] for item in result["items"]}
 
 
@@ -124,5 +124,5 @@ async def test_items_that_failed_are_completed_by_sending_the_batch_again(
     assert again["replayed"] == 6  # every job was made by the first request; two are completed now
     for item in again["items"]:
         run = await runs.get_run(store, uuid.UUID(item["job"]["next_run_id"]))
-        assert run is not None and run["status"] == "SCHEDULED"
+        assert run is not None and run.status == "SCHEDULED"
     assert len(await listed_ids(alice)) == 6

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.integration.api.conftest import Caller
+from tests.integration.api.conftest import Caller, existing_run
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.dead_letters import add_dead_letter
@@ -123,7 +123,7 @@ async def test_runs_and_dead_letters_listed_shown_and_redriven(
     job = (await tickwheel("jobs", "create", "--every", "1h", "--url", "https://example.com/x", "-o", "json")).json()
     now = datetime.now(UTC)
     run_id = uuid.UUID(job["next_run_id"])
-    run = runs.new_run_of(await runs.get_run(store, run_id) or {})
+    run = await existing_run(store, run_id)
     assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)).applied
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.DEAD, error="HTTP 500"), "w1", now, now)
     await add_dead_letter(

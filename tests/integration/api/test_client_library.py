@@ -18,7 +18,7 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from api.app import make_app
-from tests.integration.api.conftest import Caller, api_settings
+from tests.integration.api.conftest import Caller, api_settings, existing_run
 from tests.integration.api.proxies import TcpProxy, answer_losing_proxy
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
@@ -140,7 +140,7 @@ async def test_runs_heartbeats_and_dead_letters_through_the_async_client(
     job = await tw.create_job(**cron())
     assert job.next_run_id is not None
     now = datetime.now(UTC)
-    run = runs.new_run_of(await runs.get_run(store, job.next_run_id) or {})
+    run = await existing_run(store, job.next_run_id)
     claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)
     assert claimed.applied
     [summary] = [r async for r in tw.list_runs(job.id)]

@@ -21,6 +21,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import checkpoints, operator
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.dead_letters import add_dead_letter
+from tickwheel.store.tables import CassandraTables
 from tickwheel.store.tenants import create_tenant
 
 
@@ -242,8 +243,9 @@ async def test_every_sweeper_pass_is_counted_where_the_operator_page_reads_it(
     store = await CassandraStore.connect(own)
     try:
         before, _ = await operator.sweeper_counts(store)
-        await Sweeper(dataclasses.replace(settings, cassandra=own), store, producer).sweep(datetime.now(UTC))
-        await Sweeper(dataclasses.replace(settings, cassandra=own), store, producer).sweep(datetime.now(UTC))
+        sweeper = Sweeper(dataclasses.replace(settings, cassandra=own), CassandraTables(store), producer)
+        await sweeper.sweep(datetime.now(UTC))
+        await sweeper.sweep(datetime.now(UTC))
         after, repairs = await operator.sweeper_counts(store)
     finally:
         await store.execute_raw(f"DROP KEYSPACE IF EXISTS {own.keyspace}")  # every keyspace costs the server heap

@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 
 from schemas.messages import decode_due_run, topic_names
 from tests.integration.api.api_bodies import cron_job, once_job
-from tests.integration.api.conftest import Caller
+from tests.integration.api.conftest import Caller, existing_run
 from tickwheel.bus.kafka import KafkaConsumer
 from tickwheel.core.ids import run_id_for, shard_of
 from tickwheel.settings import Settings
@@ -245,7 +245,7 @@ async def test_get_reports_the_last_run_once_its_time_has_come(alice: Caller, st
     job = await (await alice.call("POST", "/v1/jobs", json=once_job(run_at))).json()
     assert "last_run" not in await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
     now = datetime.now(UTC)
-    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    run = await existing_run(store, uuid.UUID(job["next_run_id"]))
     claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=30), now)
     assert claimed.applied
     shown = await (await alice.call("GET", f"/v1/jobs/{job['id']}")).json()
@@ -261,7 +261,7 @@ async def test_a_once_job_whose_run_finished_has_no_next_run(alice: Caller, stor
     job = await (await alice.call("POST", "/v1/jobs", json=once_job(run_at))).json()
     assert job["next_run_at"] is not None
     # The run is claimed and its outcome recorded, as the worker does.
-    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    run = await existing_run(store, uuid.UUID(job["next_run_id"]))
     now = datetime.now(UTC)
     assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=30), now)).applied
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.SUCCEEDED), "w1", now, now)

@@ -74,7 +74,7 @@ async def test_a_keyed_create_that_died_after_its_insert_is_completed_by_its_ret
     assert retried.status == 201 and retried.headers["Idempotent-Replayed"] == "true"
     job = await retried.json()
     run = await runs.get_run(store, uuid.UUID(job["next_run_id"]))
-    assert run is not None and run["status"] == "SCHEDULED"
+    assert run is not None and run.status == "SCHEDULED"
     listed = await (await alice.call("GET", "/v1/jobs")).json()
     assert [j["id"] for j in listed["items"]] == [job["id"]]
     other = await alice.call("POST", "/v1/jobs", json={**body, "name": "other"}, headers=headers)

@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from tests.integration.api.api_bodies import cron_job, once_job
-from tests.integration.api.conftest import Caller
+from tests.integration.api.conftest import Caller, existing_run
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.dead_letters import add_dead_letter
@@ -15,7 +15,7 @@ from tickwheel.store.dead_letters import add_dead_letter
 async def running_run(alice: Caller, store: CassandraStore) -> tuple[dict, runs.NewRun]:
     job = await (await alice.call("POST", "/v1/jobs", json=cron_job())).json()
     now = datetime.now(UTC)
-    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    run = await existing_run(store, uuid.UUID(job["next_run_id"]))
     claimed = await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)
     assert claimed.applied
     return job, run
@@ -60,7 +60,7 @@ async def test_dead_letters_list_filter_and_redrive_a_new_attempt_of_the_same_ru
     redriven = await alice.call("POST", f"/v1/dead-letters/{run.run_id}/redrive")
     assert redriven.status == 202
     row = await runs.get_run(store, run.run_id)
-    assert row is not None and row["status"] == "RETRY" and row["attempt"] == 1 and row["redrive_count"] == 1
+    assert row is not None and row.status == "RETRY" and row.attempt == 1 and row.redrive_count == 1
     assert (await alice.call("POST", f"/v1/dead-letters/{run.run_id}/redrive")).status == 404
     shown = await (await alice.call("GET", f"/v1/runs/{run.run_id}")).json()
     assert [a["kind"] for a in shown["attempts"]].count("redrive") == 1
@@ -85,7 +85,7 @@ async def test_redrive_runs_for_the_current_job_version_and_refuses_a_paused_job
     bulk = await (await alice.call("POST", "/v1/dead-letters/redrive", json={"jobId": job["id"]})).json()
     assert bulk["run_ids"] == [str(run.run_id)]
     row = await runs.get_run(store, run.run_id)
-    assert row is not None and row["status"] == "RETRY" and row["job_version"] == 3
+    assert row is not None and row.status == "RETRY" and row.job_version == 3
 
 
 async def test_a_claim_refused_after_the_outcome_never_hides_it_in_the_history(
@@ -93,7 +93,7 @@ async def test_a_claim_refused_after_the_outcome_never_hides_it_in_the_history(
 ) -> None:
     body = once_job(datetime.now(UTC) - timedelta(seconds=5))  # made after its occurrence, claimed after it
     job = await (await alice.call("POST", "/v1/jobs", json=body)).json()
-    run = runs.new_run_of(await runs.get_run(store, uuid.UUID(job["next_run_id"])) or {})
+    run = await existing_run(store, uuid.UUID(job["next_run_id"]))
     now = datetime.now(UTC)
     assert (await runs.claim(store, run, 0, "w1", now + timedelta(seconds=60), now)).applied
     listed = await (await alice.call("GET", f"/v1/jobs/{job['id']}/runs")).json()

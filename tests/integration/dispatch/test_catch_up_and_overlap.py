@@ -17,7 +17,9 @@ from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.core.ids import run_id_for
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.runs import AttemptResult, RunStatus, claim, finish, get_run, new_run_of
+from tickwheel.store.jobs import get_job
+from tickwheel.store.runs import AttemptResult, RunStatus, claim, finish, get_run
+from tickwheel.store.tables import CassandraTables
 
 MINUTELY = {"type": "cron", "expr": "* * * * *", "tz": "UTC"}
 
@@ -73,7 +75,7 @@ async def test_a_restarted_dispatcher_fires_missed_occurrences_as_each_catch_up_
         assert sent == newest, name
         pending = await get_run(store, run_id_for(run.job_id, m0 + timedelta(minutes=1)))
         assert pending is not None
-        assert pending["status"] == RunStatus.CANCELLED, name  # 12:01 itself is missed in every case
+        assert pending.status == RunStatus.CANCELLED, name  # 12:01 itself is missed in every case
 
 
 async def test_the_sweeper_applies_the_catch_up_policy_to_an_overdue_run(
@@ -86,9 +88,10 @@ async def test_the_sweeper_applies_the_catch_up_policy_to_an_overdue_run(
     now = m0 + timedelta(minutes=20, seconds=30)
     producer = KafkaProducer(dsettings.kafka)
     try:
-        sweeper = Sweeper(dsettings, store, producer)
+        sweeper = Sweeper(dsettings, CassandraTables(store), producer)
         for run in (skip, latest, every):
-            [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [run.job_id])
+            row = await get_job(store, run.job_id)
+            assert row is not None
             assert await sweeper.check(row, now) is Repair.SKIP_MISSED
     finally:
         await producer.close()
@@ -101,10 +104,12 @@ async def test_the_sweeper_applies_the_catch_up_policy_to_an_overdue_run(
         [job] = await store.execute("SELECT next_run_at, next_run_id FROM jobs WHERE job_id = ?", [run.job_id])
         assert job["next_run_at"] == points[run.job_id].replace(tzinfo=None)
         old = await get_run(store, run.run_id)
-        assert old is not None and old["status"] == RunStatus.CANCELLED
+        assert old is not None and old.status == RunStatus.CANCELLED
         new = await get_run(store, job["next_run_id"])
-        assert new is not None and new["status"] == RunStatus.SCHEDULED
-        assert new["due_at"] >= now.replace(microsecond=0) - timedelta(seconds=1)  # due at once, in a minute read
+        assert new is not None and new.status == RunStatus.SCHEDULED
+        assert new.due_at is not None and new.due_at >= now.replace(microsecond=0) - timedelta(
+            seconds=1
+        )  # due at once, in a minute read
 
 
 async def test_an_occurrence_while_the_previous_run_is_running_is_skipped_buffered_or_started(
@@ -133,7 +138,7 @@ async def test_an_occurrence_while_the_previous_run_is_running_is_skipped_buffer
             row = await get_run(store, run.run_id)
             assert row is not None
             done = AttemptResult(RunStatus.SUCCEEDED, response_code=200)
-            assert await finish(store, new_run_of(row), 1, done, "slow-worker", datetime.now(UTC), datetime.now(UTC))
+            assert await finish(store, row.identity(), 1, done, "slow-worker", datetime.now(UTC), datetime.now(UTC))
         await asyncio.sleep(3.0)
         for _ in range(5):
             await lanes.poll()

@@ -16,7 +16,9 @@ from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.settings import Settings
 from tickwheel.store import checkpoints
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import get_job
 from tickwheel.store.runs import create_run
+from tickwheel.store.tables import CassandraTables
 
 
 async def test_a_stale_epoch_cannot_move_a_checkpoint_back(store: CassandraStore, dsettings: Settings) -> None:
@@ -62,11 +64,12 @@ async def test_the_sweeper_repairs_a_missing_and_an_overdue_next_run_and_counts_
     overdue_job, overdue_run = await write_interval_job(store, long_ago, every_s=3600)
     healthy_job, _ = await write_interval_job(store, soon, every_s=60)
     producer = KafkaProducer(dsettings.kafka)
-    sweeper = Sweeper(dsettings, store, producer)
+    sweeper = Sweeper(dsettings, CassandraTables(store), producer)
     counted = metrics.sweeper_repairs.labels(reason=Repair.RECREATE.value)._value.get()
     try:
         for job_id in (missing_job, overdue_job, healthy_job):
-            [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
+            row = await get_job(store, job_id)
+            assert row is not None
             await sweeper.check(row, now)
     finally:
         await producer.close()
@@ -92,8 +95,10 @@ async def test_the_sweeper_logs_every_repair_with_the_job_id(
     await store.execute("DELETE FROM runs WHERE run_id = ?", [run.run_id])
     producer = KafkaProducer(dsettings.kafka)
     with caplog.at_level(logging.WARNING, logger="coordinator.sweeper"):  # type: ignore[attr-defined]
-        [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
-        assert await Sweeper(dsettings, store, producer).check(row, datetime.now(UTC)) is Repair.RECREATE
+        row = await get_job(store, job_id)
+        assert row is not None
+        sweeper = Sweeper(dsettings, CassandraTables(store), producer)
+        assert await sweeper.check(row, datetime.now(UTC)) is Repair.RECREATE
     await producer.close()
     [record] = [r for r in caplog.records if r.name == "coordinator.sweeper"]  # type: ignore[attr-defined]
     assert record.levelno == logging.WARNING and record.job_id == str(job_id)
@@ -109,5 +114,5 @@ async def test_the_forecast_counts_the_runs_due_in_each_coming_minute(
         for i in range(count):
             await create_run(store, new_run(uuid.uuid4(), base + timedelta(minutes=minute, seconds=i)), base)
     s = dataclasses.replace(dsettings, shards=SHARDS)
-    assert await forecast(store, base + timedelta(seconds=30), 4, s.shards) == [3, 0, 5, 0]
+    assert await forecast(CassandraTables(store), base + timedelta(seconds=30), 4, s.shards) == [3, 0, 5, 0]
     assert metrics.forecast_due.labels(minutes_ahead="2")._value.get() == 5

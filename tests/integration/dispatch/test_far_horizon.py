@@ -23,6 +23,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import ChainResult, chain
 from tickwheel.store.runs import NewRun, RunStatus, get_run
+from tickwheel.store.tables import CassandraTables
 
 SLACK_S = 120
 BUCKET_TTL_S = 14 * 86400
@@ -44,7 +45,7 @@ async def far_run(store: CassandraStore, case: str, now: datetime) -> NewRun:
     current_at = next_fire(schedule_of(JobDefinition(schedule=schedule, target=HttpTarget(url="https://x.io"))), now)
     assert current_at is not None
     current = await write_job(store, schedule, current_at)
-    step = await chain(store, due_run_for(current), now)  # what the dispatcher does when it fires
+    step = await chain(CassandraTables(store), due_run_for(current), now)  # what the dispatcher does when it fires
     assert step.result is ChainResult.CHAINED and step.following is not None
     return step.following
 
@@ -95,7 +96,7 @@ async def test_a_run_due_far_ahead_keeps_its_rows_and_fires_when_due(
     # The mover, a day before the run is due, writes its bucket row with the table's whole TTL.
     producer = KafkaProducer(dsettings.kafka)
     try:
-        mover = FarMover(dsettings, store, producer)
+        mover = FarMover(dsettings, CassandraTables(store), producer)
         assert await mover.move(due - timedelta(days=1)) >= 1  # other tests' far runs may share the days
     finally:
         await producer.close()
@@ -108,7 +109,7 @@ async def test_a_run_due_far_ahead_keeps_its_rows_and_fires_when_due(
         "SELECT run_id FROM runs_far WHERE day = ? AND shard = ?", [_naive(day_of(due)), run.shard]
     )
     stored = await get_run(store, run.run_id)
-    assert stored is not None and stored["status"] == RunStatus.SCHEDULED
+    assert stored is not None and stored.status == RunStatus.SCHEDULED
 
     # A dispatcher whose clock reads five seconds before the due time fires it.
     await cluster(0)  # the coordinator, assigning shards
@@ -140,7 +141,7 @@ async def test_a_near_run_is_written_to_its_bucket_and_a_cancelled_far_run_is_dr
     await store.execute("UPDATE runs SET status = 'CANCELLED' WHERE run_id = ?", [cancelled.run_id])
     producer = KafkaProducer(dsettings.kafka)
     try:
-        await FarMover(dsettings, store, producer).move(due - timedelta(days=1))
+        await FarMover(dsettings, CassandraTables(store), producer).move(due - timedelta(days=1))
     finally:
         await producer.close()
     assert not await store.execute(

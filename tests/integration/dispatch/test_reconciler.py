@@ -12,7 +12,6 @@ from typing import Any, Literal
 import pytest
 
 import coordinator.main as coordinator_main
-import coordinator.reconciler as reconciler_module
 from coordinator.reconciler import Reconciler
 from schemas.messages import DueRun, HttpTarget, JobDefinition, ScheduleDoc, decode_due_run, topic_names
 from tickwheel import metrics
@@ -22,9 +21,9 @@ from tickwheel.core.ids import shard_of
 from tickwheel.core.reconcile import Finding, Verdict
 from tickwheel.settings import Settings
 from tickwheel.store import audit, jobs, runs
-from tickwheel.store import jobs as store_jobs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.jobs import Job, JobState
+from tickwheel.store.tables import CassandraTables
 
 MINUTE = timedelta(minutes=1)
 
@@ -67,7 +66,7 @@ async def test_missing_fires_are_repaired_within_catch_up_and_the_rest_reported_
     async def on_missed(_: Job, finding: Finding) -> None:
         missed.append(finding)
 
-    reconciler = Reconciler(dsettings, store, NearAnnouncer(dsettings, producer), on_missed)
+    reconciler = Reconciler(dsettings, CassandraTables(store), NearAnnouncer(dsettings, producer), on_missed)
     before = metrics.reconciler_findings.labels("repaired")._value.get()
     findings = await reconciler.check(job, now)
     assert sorted((f.at, f.verdict) for f in findings) == sorted(
@@ -76,7 +75,7 @@ async def test_missing_fires_are_repaired_within_catch_up_and_the_rest_reported_
     assert metrics.reconciler_findings.labels("repaired")._value.get() == before + 3
     for at in lost[:3]:
         row = await runs.get_run(store, jobs.run_of(job, at).run_id)
-        assert row is not None and row["status"] == "SCHEDULED" and row["job_version"] == 2
+        assert row is not None and row.status == "SCHEDULED" and row.job_version == 2
     assert sorted(f.at for f in missed) == sorted(lost[3:])
 
     again = await reconciler.check(job, now + timedelta(seconds=1))
@@ -88,7 +87,7 @@ async def test_nothing_before_the_current_version_or_after_the_next_run_is_held_
 ) -> None:
     now = datetime.now(UTC)
     job = await every_minute_job(store, dsettings, now, "none")
-    reconciler = Reconciler(dsettings, store, NearAnnouncer(dsettings, producer))
+    reconciler = Reconciler(dsettings, CassandraTables(store), NearAnnouncer(dsettings, producer))
     after, until = await reconciler.window(job, now)
     assert abs((after - (now - timedelta(minutes=30))).total_seconds()) < 0.01
     assert job.next_run_at is not None and until < job.next_run_at
@@ -105,15 +104,16 @@ async def test_a_pass_reads_a_bounded_number_of_pages_and_the_next_pass_resumes_
         await every_minute_job(store, dsettings, now, "none")
     pages = dataclasses.replace(dsettings.coordinator, sweep_page_size=1, reconcile_pages_per_pass=2)
     paged = dataclasses.replace(dsettings, coordinator=pages)
-    reconciler = Reconciler(paged, store, NearAnnouncer(dsettings, producer))
+    tables = CassandraTables(store)
+    reconciler = Reconciler(paged, tables, NearAnnouncer(dsettings, producer))
     cursors: list[str | None] = []
-    real_scan = store_jobs.scan_page  # what the reconciler module imported
+    real_scan = tables.scan_jobs
 
-    async def counted_scan(*args: Any, **kwargs: Any) -> Any:
-        cursors.append(kwargs.get("cursor"))
-        return await real_scan(*args, **kwargs)
+    async def counted_scan(*, page_size: int, cursor: str | None) -> Any:
+        cursors.append(cursor)
+        return await real_scan(page_size=page_size, cursor=cursor)
 
-    monkeypatch.setattr(reconciler_module, "scan_page", counted_scan)
+    monkeypatch.setattr(tables, "scan_jobs", counted_scan)
     await reconciler.reconcile(now)
     assert len(cursors) == 2 and cursors[0] is None and reconciler._cursor is not None
     await reconciler.reconcile(now)
@@ -152,7 +152,7 @@ async def test_the_active_coordinator_repairs_and_puts_unrepaired_misses_on_the_
         while repaired is None and asyncio.get_running_loop().time() < deadline:  # the scan may reach it later
             repaired = await runs.get_run(store, jobs.run_of(caught_up, lost).run_id)
             await asyncio.sleep(0.2)
-        assert repaired is not None and repaired["status"] == "SCHEDULED"
+        assert repaired is not None and repaired.status == "SCHEDULED"
     finally:
         await consumer.close()
         await running.stop()
@@ -165,5 +165,6 @@ async def test_nothing_before_a_job_existed_is_held_against_it_when_the_audit_lo
     job = await every_minute_job(store, dsettings, now, "none")
     created = now - timedelta(minutes=20)
     unaudited = dataclasses.replace(job, version=7, created_at=created)  # no audit row for version 7
-    after, _ = await Reconciler(dsettings, store, NearAnnouncer(dsettings, producer)).window(unaudited, now)
+    reconciler = Reconciler(dsettings, CassandraTables(store), NearAnnouncer(dsettings, producer))
+    after, _ = await reconciler.window(unaudited, now)
     assert after == created

@@ -3,6 +3,7 @@ RUNNING past the lease with no lease check row, RETRY past the retry time with n
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime, timedelta
 
 from coordinator.sweeper import Repair, Sweeper
@@ -12,6 +13,8 @@ from tickwheel.core.ids import minute_bucket
 from tickwheel.settings import Settings
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import get_job
+from tickwheel.store.tables import CassandraTables
 
 
 async def bucket_rows(store: CassandraStore, run: runs.NewRun, at: datetime) -> set[tuple[int, str]]:
@@ -22,11 +25,12 @@ async def bucket_rows(store: CassandraStore, run: runs.NewRun, at: datetime) -> 
     return {(r["attempt"], r["kind"]) for r in rows if r["run_id"] == run.run_id}
 
 
-async def sweep_job(dsettings: Settings, store: CassandraStore, job_id: object, now: datetime) -> list[Repair]:
+async def sweep_job(dsettings: Settings, store: CassandraStore, job_id: uuid.UUID, now: datetime) -> list[Repair]:
     producer = KafkaProducer(dsettings.kafka)
     try:
-        [row] = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
-        return await Sweeper(dsettings, store, producer).check_stranded(row, now)
+        row = await get_job(store, job_id)
+        assert row is not None
+        return await Sweeper(dsettings, CassandraTables(store), producer).check_stranded(row, now)
     finally:
         await producer.close()
 

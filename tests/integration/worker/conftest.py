@@ -34,6 +34,7 @@ from tickwheel.settings import Settings
 from tickwheel.signing import generate_secret
 from tickwheel.store import buckets, runs
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.records import Run
 from tickwheel.store.runs import NewRun
 from worker.main import Worker
 
@@ -160,16 +161,14 @@ class Scene:
         self.workers.append(worker)
         return worker
 
-    async def run_row(self, run_id: uuid.UUID) -> dict[str, Any]:
-        row = await runs.get_run(self.store, run_id)
-        assert row is not None
-        return row
+    async def run_row(self, run_id: uuid.UUID) -> Run:
+        run = await runs.get_run(self.store, run_id)
+        assert run is not None
+        return run
 
-    async def wait_status(self, run_id: uuid.UUID, *statuses: str, timeout_s: float = 15.0) -> dict[str, Any]:
-        row: dict[str, Any] = await eventually(
-            lambda: self.run_row(run_id), lambda r: r["status"] in statuses, timeout_s
-        )
-        return row
+    async def wait_status(self, run_id: uuid.UUID, *statuses: str, timeout_s: float = 15.0) -> Run:
+        run: Run = await eventually(lambda: self.run_row(run_id), lambda r: r.status in statuses, timeout_s)
+        return run
 
 
 async def eventually(

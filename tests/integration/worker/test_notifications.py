@@ -80,7 +80,7 @@ async def test_a_slow_notification_url_never_holds_the_lane(scene: Scene) -> Non
     second = await scene.job(HttpTarget(url=scene.sink.url("/ok")))
     await scene.wait_status(second.run_id, "SUCCEEDED", timeout_s=6.0)
     assert scene.sink.calls_to("/slow-events") == [], "the notification was answered before the next run ran"
-    assert (await scene.run_row(first.run_id))["status"] == "SUCCEEDED"
+    assert (await scene.run_row(first.run_id)).status == "SUCCEEDED"
 
 
 async def test_a_notification_url_the_egress_policy_refuses_is_never_called(scene: Scene) -> None:
@@ -113,4 +113,4 @@ async def test_a_missed_message_from_the_reconciler_becomes_a_signed_missed_even
     event = decode_run_event(call.body)
     assert (event.type, event.data.status, event.data.error) == ("run.missed", "MISSED", "missed: too_old")
     assert event.data.run_id == run.run_id and call.header("webhook-id") == f"evt_{run.run_id}_0_missed"
-    assert scene.sink.calls_to("/never") == [] and (await scene.run_row(run.run_id))["status"] == "SCHEDULED"
+    assert scene.sink.calls_to("/never") == [] and (await scene.run_row(run.run_id)).status == "SCHEDULED"

@@ -15,7 +15,7 @@ from tickwheel.bus.near import near_partition_of
 from tickwheel.core.ids import minute_bucket
 from tickwheel.dev.sink import SinkCall
 from tickwheel.store import runs
-from tickwheel.store.runs import NewRun, to_utc
+from tickwheel.store.runs import NewRun
 
 
 def standard_webhooks_valid(secret: str, call: SinkCall) -> bool:
@@ -41,9 +41,9 @@ async def test_a_run_is_called_once_signed_and_recorded_succeeded(scene: Scene) 
     assert call.header("X-Job") == "mine"
     assert (call.header("traceparent") or "").startswith(f"00-{run.run_id.hex}-")
     assert standard_webhooks_valid(scene.secrets[0], call)
-    assert (row["attempt"], row["response_code"], row["worker"]) == (1, 200, scene.workers[0].id)
+    assert (row.attempt, row.response_code, row.worker) == (1, 200, scene.workers[0].id)
     [attempt] = await runs.get_attempts(scene.store, run.run_id)
-    assert (attempt["outcome"], attempt["response_code"], attempt["response_excerpt"]) == ("SUCCEEDED", 200, "ok")
+    assert (attempt.outcome, attempt.response_code, attempt.response_excerpt) == ("SUCCEEDED", 200, "ok")
     history = await scene.store.execute(
         "SELECT run_id, status, attempt FROM runs_by_job WHERE job_id = ?", [run.job_id]
     )
@@ -61,10 +61,8 @@ async def test_a_500_is_retried_as_a_new_run_row_and_then_succeeds_with_the_same
     assert [c.status for c in calls] == [500, 200]
     assert {c.header("webhook-id") for c in calls} == {str(run.run_id)}
     assert [c.header("X-Tickwheel-Attempt") for c in calls] == ["1", "2"]
-    assert row["attempt"] == 2
-    outcomes = [
-        (a["attempt"], a["outcome"], a["response_code"]) for a in await runs.get_attempts(scene.store, run.run_id)
-    ]
+    assert row.attempt == 2
+    outcomes = [(a.attempt, a.outcome, a.response_code) for a in await runs.get_attempts(scene.store, run.run_id)]
     assert outcomes == [(1, "RETRY", 500), (2, "SUCCEEDED", 200)]
     retries = [d for d in scene.firer.fired if d.run_id == run.run_id]
     assert [(d.kind, d.attempt) for d in retries if d.kind == "run"] == [("run", 0), ("run", 1)]
@@ -76,7 +74,7 @@ async def test_a_404_is_dead_at_once_with_a_dead_letter_and_a_signed_owner_alert
         HttpTarget(url=scene.sink.url("/missing", status=404)), alert_url=scene.sink.url("/alerts"), payload='{"n": 7}'
     )
     row = await scene.wait_status(run.run_id, "DEAD")
-    assert row["response_code"] == 404 and "HTTP 404" in row["last_error"]
+    assert row.response_code == 404 and "HTTP 404" in (row.last_error or "")
     [letter] = await eventually(
         lambda: scene.store.execute("SELECT * FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
     )
@@ -94,7 +92,7 @@ async def test_a_429_retry_waits_at_least_its_retry_after(scene: Scene) -> None:
     run = await scene.job(HttpTarget(url=scene.sink.url("/busy", seq="429,200", retry_after="2")))
     [first] = await scene.sink.wait_for("/busy", 1)
     row = await scene.wait_status(run.run_id, "RETRY", "SUCCEEDED")
-    assert row["due_at"] is not None and row["due_at"] >= now_utc().replace(microsecond=0) + timedelta(seconds=0.5)
+    assert row.due_at is not None and row.due_at >= now_utc().replace(microsecond=0) + timedelta(seconds=0.5)
     calls = await scene.sink.wait_for("/busy", 2, timeout_s=10)
     await scene.wait_status(run.run_id, "SUCCEEDED")
     assert calls[1].received_at - first.received_at >= 2.0
@@ -108,16 +106,16 @@ async def test_a_call_that_times_out_is_retried_then_dead_when_attempts_run_out(
     run = await scene.job(HttpTarget(url=scene.sink.url("/slow", delay_ms=1500), timeout_s=0.3), retry=retry)
     row = await scene.wait_status(run.run_id, "DEAD")
     attempts = await runs.get_attempts(scene.store, run.run_id)
-    assert [(a["outcome"], a["error"].split(":")[0]) for a in attempts] == [("RETRY", "timeout"), ("DEAD", "timeout")]
-    assert "max_attempts 2" in row["last_error"]
-    assert row["response_code"] is None
+    assert [(a.outcome, (a.error or "").split(":")[0]) for a in attempts] == [("RETRY", "timeout"), ("DEAD", "timeout")]
+    assert "max_attempts 2" in (row.last_error or "")
+    assert row.response_code is None
 
 
 async def test_a_redirect_is_not_followed_and_counts_as_a_failure(scene: Scene) -> None:
     await scene.worker()
     run = await scene.job(HttpTarget(url=scene.sink.url("/moved", redirect=scene.sink.url("/elsewhere"))))
     row = await scene.wait_status(run.run_id, "DEAD")
-    assert row["response_code"] == 302
+    assert row.response_code == 302
     assert len(scene.sink.calls_to("/moved")) == 1
     assert scene.sink.calls_to("/elsewhere") == []
 
@@ -128,7 +126,7 @@ async def test_a_connection_reset_is_retried(scene: Scene) -> None:
     run = await scene.job(HttpTarget(url=scene.sink.url("/reset", reset=1)), retry=retry)
     await scene.wait_status(run.run_id, "DEAD")
     attempts = await runs.get_attempts(scene.store, run.run_id)
-    assert [a["error"].split(":")[0] for a in attempts] == ["connection_error", "connection_error"]
+    assert [(a.error or "").split(":")[0] for a in attempts] == ["connection_error", "connection_error"]
     assert len(scene.sink.calls_to("/reset")) == 2
 
 
@@ -175,7 +173,7 @@ async def test_a_stored_job_with_a_framing_header_is_refused_at_call_time_not_se
     smuggler = HttpTarget(url=scene.sink.url("/smuggle"), headers={"Transfer-Encoding": "chunked"})
     run = await scene.job(smuggler)  # written straight to the store, as a job from before the API refused it
     row = await scene.wait_status(run.run_id, "DEAD")
-    assert row["last_error"].startswith("invalid_target: header 'Transfer-Encoding' controls the connection")
+    assert (row.last_error or "").startswith("invalid_target: header 'Transfer-Encoding' controls the connection")
     assert scene.sink.calls_to("/smuggle") == []
 
 
@@ -183,7 +181,7 @@ async def test_a_run_that_finished_leaves_no_lease_check_row_behind(scene: Scene
     await scene.worker()  # lease 60 s: the row is due a minute after the claim
     run = await scene.job(HttpTarget(url=scene.sink.url("/finished")))
     row = await scene.wait_status(run.run_id, "SUCCEEDED")
-    started = to_utc(row["started_at"])
+    started = row.started_at
     assert started is not None
     kinds = set()
     for minute in (started + timedelta(minutes=m) for m in range(6)):  # the lease is a minute or a few

@@ -69,8 +69,9 @@ async def test_a_worker_killed_mid_call_is_called_again_after_its_lease_with_the
         os.kill(process.pid, signal.SIGKILL)
         process.wait(10)
         claimed = await scene.run_row(run.run_id)
-        assert (claimed["status"], claimed["attempt"]) == ("RUNNING", 1)
-        lease_until = claimed["lease_until"].timestamp()
+        assert (claimed.status, claimed.attempt) == ("RUNNING", 1)
+        assert claimed.lease_until is not None
+        lease_until = claimed.lease_until.timestamp()
         await scene.worker()
         row = await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=40)
     finally:
@@ -81,4 +82,4 @@ async def test_a_worker_killed_mid_call_is_called_again_after_its_lease_with_the
     assert first.header("webhook-id") == second.header("webhook-id") == str(run.run_id)
     assert (first.header("X-Tickwheel-Attempt"), second.header("X-Tickwheel-Attempt")) == ("1", "2")
     assert second.received_at >= lease_until
-    assert row["attempt"] == 2
+    assert row.attempt == 2

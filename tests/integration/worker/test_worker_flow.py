@@ -20,6 +20,7 @@ from tickwheel.flow.limits import Caps, FlowLimits, Permit
 from tickwheel.flow.redis import RedisClient
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tables import CassandraTables
 
 ONE_TRY = RetryDoc(max_attempts=1)
 
@@ -29,8 +30,8 @@ async def test_a_private_target_is_refused_recorded_and_dead_lettered(scene: Sce
     await scene.worker()
     run = await scene.job(HttpTarget(url=f"http://{host}:{scene.sink.port}/steal", timeout_s=2))
     row = await scene.wait_status(run.run_id, "DEAD")
-    assert row["last_error"].startswith("egress_denied: target ")
-    assert row["response_code"] is None
+    assert (row.last_error or "").startswith("egress_denied: target ")
+    assert row.response_code is None
     letters = await eventually(
         lambda: scene.store.execute("SELECT run_id FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
     )
@@ -58,12 +59,12 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is not None
     held = await scene.job(HttpTarget(url=scene.sink.url("/up")))
     deferred = await eventually(
-        lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r["kind"] == "deferred" for r in rows)
+        lambda: runs.get_attempts(scene.store, held.run_id), lambda rows: any(r.kind == "deferred" for r in rows)
     )
-    assert deferred[0]["error"] == "breaker_open"
-    assert deferred[0]["attempt"] == 0  # no attempt spent
+    assert deferred[0].error == "breaker_open"
+    assert deferred[0].attempt == 0  # no attempt spent
     row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
-    assert row["attempt"] == 1
+    assert row.attempt == 1
     assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is None
     assert len(scene.sink.calls_to("/up")) == 1
     await limits.redis.close()
@@ -77,7 +78,7 @@ async def test_the_tenant_concurrency_cap_holds_and_deferred_runs_still_complete
         await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=30)
     assert scene.sink.peak_concurrency("/slow") == 2
     assert len(scene.sink.calls_to("/slow")) == 6
-    reasons = {a["error"] for run in batch for a in await runs.get_attempts(scene.store, run.run_id)}
+    reasons = {a.error for run in batch for a in await runs.get_attempts(scene.store, run.run_id)}
     assert "tenant_concurrency" in reasons
 
 
@@ -98,7 +99,7 @@ async def test_a_kafka_target_receives_the_payload_with_the_run_id_and_foreign_t
     assert headers["webhook-id"] == str(run.run_id).encode()
     foreign = await scene.job(KafkaTarget(topic="other-tenant.orders"))
     row = await scene.wait_status(foreign.run_id, "DEAD")
-    assert row["last_error"].startswith("invalid_target: topic other-tenant.orders is outside")
+    assert (row.last_error or "").startswith("invalid_target: topic other-tenant.orders is outside")
 
 
 async def test_an_expired_lease_retries_the_run_with_the_same_webhook_id(scene: Scene) -> None:
@@ -111,8 +112,8 @@ async def test_an_expired_lease_retries_the_run_with_the_same_webhook_id(scene: 
     row = await scene.wait_status(run.run_id, "SUCCEEDED")
     assert call.header("webhook-id") == str(run.run_id)
     assert call.header("X-Tickwheel-Attempt") == "2"
-    assert row["attempt"] == 2
-    kinds = [(a["attempt"], a["kind"], a["outcome"]) for a in await runs.get_attempts(scene.store, run.run_id)]
+    assert row.attempt == 2
+    kinds = [(a.attempt, a.kind, a.outcome) for a in await runs.get_attempts(scene.store, run.run_id)]
     assert kinds == [(1, "lease_expired", "RETRY"), (2, "call", "SUCCEEDED")]
 
 
@@ -141,7 +142,7 @@ async def test_a_stopping_worker_finishes_what_it_holds_and_commits_it(scene: Sc
     await worker.stop()
     scene.workers.remove(worker)
     assert time.monotonic() - started < scene.settings.worker.shutdown_grace_s
-    assert (await scene.run_row(run.run_id))["status"] == "SUCCEEDED"
+    assert (await scene.run_row(run.run_id)).status == "SUCCEEDED"
     second = await scene.worker()  # same consumer group: the committed offset is past the finished message
     await asyncio.sleep(1.0)
     assert second.inflight == 0
@@ -155,11 +156,11 @@ async def test_a_worker_stopping_mid_call_hands_the_run_back_for_another_worker(
     await worker.stop()
     scene.workers.remove(worker)
     row = await scene.run_row(run.run_id)
-    assert (row["status"], row["attempt"], row["last_error"]) == ("RETRY", 1, "worker stopped during the call")
-    assert row["due_at"] <= now_utc()
+    assert (row.status, row.attempt, row.last_error) == ("RETRY", 1, "worker stopped during the call")
+    assert row.due_at is not None and row.due_at <= now_utc()
     await scene.worker()
     row = await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
-    assert row["attempt"] == 2
+    assert row.attempt == 2
 
 
 async def test_a_jobs_own_target_cap_holds_for_its_calls(scene: Scene) -> None:
@@ -169,7 +170,7 @@ async def test_a_jobs_own_target_cap_holds_for_its_calls(scene: Scene) -> None:
     for run in batch:
         await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=30)
     assert scene.sink.peak_concurrency("/one-at-a-time") == 1
-    reasons = {a["error"] for run in batch for a in await runs.get_attempts(scene.store, run.run_id)}
+    reasons = {a.error for run in batch for a in await runs.get_attempts(scene.store, run.run_id)}
     assert "target_concurrency" in reasons
 
 
@@ -215,8 +216,10 @@ class BatchFailsOnceAfterAnLwt:
 async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_once(scene: Scene, status: int) -> None:
     worker = await scene.worker()
     assert worker.handler is not None
-    flaky = BatchFailsOnceAfterAnLwt(worker.handler.store)
-    worker.handler.store = flaky  # type: ignore[assignment]
+    tables = worker.handler.store
+    assert isinstance(tables, CassandraTables)
+    flaky = BatchFailsOnceAfterAnLwt(tables.cql)
+    worker.handler.store = CassandraTables(flaky)  # type: ignore[arg-type]
     run = await scene.job(HttpTarget(url=scene.sink.url("/flaky", status=status)))
     if status == 200:
         row = await scene.wait_status(run.run_id, "SUCCEEDED")
@@ -228,9 +231,9 @@ async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_
     # The attempt whose description rows failed writes them again when it retries its outcome.
     calls = await eventually(
         lambda: runs.get_attempts(scene.store, run.run_id),
-        lambda rows: [a["attempt"] for a in rows if a["kind"] == "call"] == list(range(1, row["attempt"] + 1)),
+        lambda rows: [a.attempt for a in rows if a.kind == "call"] == list(range(1, row.attempt + 1)),
     )
-    assert len(calls) == row["attempt"]
+    assert len(calls) == row.attempt
 
 
 async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: Scene) -> None:
@@ -250,7 +253,7 @@ async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: 
     short = RetryDoc(max_attempts=3, base_delay_s=0.1, max_delay_s=0.1, max_age_s=1.0)
     run = await scene.job(HttpTarget(url=scene.sink.url("/held")), retry=short)
     row = await scene.wait_status(run.run_id, "DEAD", timeout_s=20)
-    assert row["last_error"].startswith("deferred: breaker_open; deferred more than max_age_s 1 s")
+    assert (row.last_error or "").startswith("deferred: breaker_open; deferred more than max_age_s 1 s")
     letters = await eventually(
         lambda: scene.store.execute("SELECT run_id FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
     )
@@ -266,6 +269,6 @@ async def test_a_stored_job_with_negative_limits_runs_under_the_defaults_instead
     target = HttpTarget(url=scene.sink.url("/negative"), max_concurrency=-1, rate_per_s=-1.0)
     run = await scene.job(target)  # written straight to the store, as a job from before the API refused it
     row = await scene.wait_status(run.run_id, "SUCCEEDED")
-    assert row["attempt"] == 1
+    assert row.attempt == 1
     attempts = await runs.get_attempts(scene.store, run.run_id)
-    assert [a["kind"] for a in attempts if a["kind"] == "deferred"] == []
+    assert [a.kind for a in attempts if a.kind == "deferred"] == []

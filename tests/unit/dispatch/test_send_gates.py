@@ -14,7 +14,7 @@ from dispatcher.nearfeed import NearFeed
 from schemas.messages import DueRun, Lane, decode_due_run
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.settings import Settings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import DispatcherStore
 
 
 class SlowProducer:
@@ -47,7 +47,7 @@ async def test_an_urgent_row_due_after_a_bulk_burst_does_not_wait_for_the_burst(
     settings = Settings()
     settings = dataclasses.replace(settings, dispatcher=dataclasses.replace(settings.dispatcher, fire_concurrency=32))
     engine = Dispatcher(
-        settings, cast(CassandraStore, None), cast(KafkaProducer, producer), cast(NearFeed, None), name="d"
+        settings, cast(DispatcherStore, None), cast(KafkaProducer, producer), cast(NearFeed, None), name="d"
     )
     engine.paused = False
     engine.owned[1] = ShardState(start=datetime.now(UTC), scanned=True)

@@ -8,11 +8,11 @@ import dataclasses
 import uuid
 from datetime import UTC, datetime
 
-import pytest
-
 from schemas.messages import DueRun, encode
 from tickwheel.bus.kafka import Record
 from tickwheel.settings import build
+from tickwheel.store.memory import MemoryStore
+from tickwheel.store.records import Tenant
 from worker import context
 from worker.consumer import LaneConsumer
 
@@ -79,15 +79,17 @@ async def test_an_undecodable_message_is_dropped_and_its_offset_passed() -> None
     assert len(consumer.waiting) == 0 and consumer.tracker.committable() == [("t", 0, 4)]
 
 
-async def test_a_tenants_weight_comes_from_its_record_once_read(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_tenants_weight_comes_from_its_record_once_read() -> None:
     reads: list[str] = []
 
-    async def call_settings(store: object, tenant_id: str) -> dict[str, object]:
-        reads.append(tenant_id)
-        return {"weight": 3} if tenant_id == "big" else {}
+    class CountedStore(MemoryStore):
+        async def call_settings(self, tenant_id: str) -> Tenant:
+            reads.append(tenant_id)
+            return await super().call_settings(tenant_id)
 
-    monkeypatch.setattr(context, "call_settings", call_settings)
-    tenants = context.TenantCache(store=None)  # type: ignore[arg-type]
+    store = CountedStore()
+    store.tenants["big"] = Tenant("big", "big", None, (), weight=3)
+    tenants = context.TenantCache(store)
     assert tenants.weight_of("big") == 1, "not read yet: the default, without waiting"
     await asyncio.sleep(0.01)
     assert (tenants.weight_of("big"), tenants.weight_of("small")) == (3, 1)
