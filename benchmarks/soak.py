@@ -50,6 +50,7 @@ from typing import Any
 
 import aiohttp
 
+from benchmarks.private_platform import RAISED_LIMITS, free_port
 from schemas.messages import topic_names
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.targets import default_topic_prefix
@@ -74,18 +75,6 @@ FAULTS = (
 )
 CRON_ZONES = ("UTC", "Asia/Kolkata", "Asia/Kathmandu", "America/New_York", "Australia/Adelaide", "Europe/Paris")
 RUN_ID_HEADER = "X-Tickwheel-Run-Id"
-RAISED_LIMITS = {  # every run calls the one sink host: the per-host limits must not be what is measured
-    "TICKWHEEL_WORKER_TARGET_CONCURRENCY": "100000",
-    "TICKWHEEL_WORKER_TARGET_RATE_PER_S": "1000000",
-    "TICKWHEEL_WORKER_TENANT_CONCURRENCY": "100000",
-    "TICKWHEEL_WORKER_EGRESS_ALLOW": "127.0.0.1/32",
-}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def utc(unix_s: float) -> datetime:
