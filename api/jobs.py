@@ -184,7 +184,11 @@ async def list_jobs(request: web.Request) -> web.Response:
 
 @routes.get("/v1/jobs/{job_id}")
 async def get_job(request: web.Request) -> web.Response:
+    """The job, or a 404 once deleted: a deleted job is gone as a resource, though its runs and history stay
+    readable under its id until their retention ends."""
     job = await job_for_tenant(request)
+    if job.state is JobState.DELETED:
+        raise NotFound(f"job {job.job_id} was deleted")
     return json_response(job_document(job, await _last_run(request, job)), etag=job.version)
 
 

@@ -47,6 +47,15 @@ class Caller:
         return await self.client.request(method, path, json=json, data=data, headers=self.headers(headers))
 
 
+async def problem_of(response: Any, status: int) -> dict[str, Any]:
+    """The problem+json body of `response`, asserting its status and media type first."""
+    assert response.status == status, await response.text()
+    assert response.content_type == "application/problem+json"
+    document: dict[str, Any] = await response.json()
+    assert document["status"] == status and document["detail"]
+    return document
+
+
 def api_settings(settings: Settings, **api: Any) -> Settings:
     return dataclasses.replace(settings, api=dataclasses.replace(settings.api, **{"auth_cache_s": 0.0, **api}))
 

@@ -9,15 +9,7 @@ import pytest
 
 from api.meta import openapi_document
 from tests.integration.api.api_bodies import cron_job
-from tests.integration.api.conftest import Caller
-
-
-async def problem_of(response: Any, status: int) -> dict[str, Any]:
-    assert response.status == status, await response.text()
-    assert response.content_type == "application/problem+json"
-    document: dict[str, Any] = await response.json()
-    assert document["status"] == status and document["detail"]
-    return document
+from tests.integration.api.conftest import Caller, problem_of
 
 
 @pytest.mark.parametrize(

@@ -38,8 +38,10 @@ async def test_a_job_opts_in_with_its_leases_and_bad_leases_are_refused_naming_t
         ({"asyncCompletion": {"maxLeaseS": 10**7}}, "asyncCompletion.maxLeaseS"),
         ({"asyncCompletion": {"leaseS": "long"}}, "asyncCompletion.leaseS"),
         ({"asyncCompletion": {"lease": 5}}, "asyncCompletion.lease"),
-        ({**ASYNC, "target": {"type": "kafka", "topic": f"{default_topic_prefix(alice.tenant_id)}events"}},
-         "asyncCompletion"),
+        (
+            {**ASYNC, "target": {"type": "kafka", "topic": f"{default_topic_prefix(alice.tenant_id)}events"}},
+            "asyncCompletion",
+        ),
     ):
         refused = await alice.call("POST", "/v1/jobs", json=cron_job(**fields))
         assert refused.status == 422, (fields, await refused.text())
