@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from tickwheel.errors import InvalidInput, QuotaExceeded, Unauthorized, Unavailable
 from tickwheel.flow.redis import REDIS_DOWN
@@ -32,6 +32,17 @@ async def redis_call(call: Callable[[], Awaitable[T]]) -> T:
         raise Unavailable(f"Redis is unavailable: {exc}") from exc
 
 
+# One script call per request, in the process's shared pipeline (`RedisClient.run_script`): count the request's
+# units in this second's window and, with a second key, say whether the caller's key was revoked.
+COUNT_REQUEST = """
+local used = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], 2)
+local revoked = 0
+if KEYS[2] then revoked = redis.call('EXISTS', KEYS[2]) end
+return {used, revoked}
+"""
+
+
 async def check_rate(
     api: Api,
     tenant: Tenant,
@@ -46,17 +57,9 @@ async def check_rate(
     limit = tenant.requests_per_s or api.settings.api.requests_per_s
     now = api.clock()
     key = api.redis.key("rate", tenant.tenant_id, str(int(now.timestamp())))
-
-    async def count() -> Any:
-        async with api.redis.pipeline() as pipe:
-            pipe.incrby(key, units)
-            pipe.expire(key, 2)
-            if revoked_mark is not None:
-                pipe.exists(revoked_mark)
-            return await pipe.execute()
-
-    answers = await redis_call(count)
-    if revoked_mark is not None and answers[2]:
+    keys = [key] if revoked_mark is None else [key, revoked_mark]
+    answers = await redis_call(lambda: api.redis.run_script(COUNT_REQUEST, keys, [units]))
+    if revoked_mark is not None and answers[1]:
         if on_revoked is not None:
             on_revoked()
         raise Unauthorized("the API key is unknown or revoked")

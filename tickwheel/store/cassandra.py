@@ -53,11 +53,17 @@ class CassandraStore:
         self._preparing: dict[str, asyncio.Future[PreparedStatement]] = {}
 
     @classmethod
-    async def connect(cls, settings: CassandraSettings, *, keyspace: bool = True) -> CassandraStore:
-        """Connect (in a thread: the driver's connect blocks) and, if `keyspace`, use the configured one."""
+    async def connect(
+        cls, settings: CassandraSettings, *, keyspace: bool = True, driver_options: dict[str, str] | None = None
+    ) -> CassandraStore:
+        """Connect (in a thread: the driver's connect blocks) and, if `keyspace`, use the configured one.
+        `driver_options` (benchmarks/cql_cost.py) overrides `protocol_version` (5), `compression` (false) and
+        `token_aware` (true) to compare them."""
         hosts = [host_port(h, 9042) for h in settings.hosts]
+        options = driver_options or {}
+        policy = DCAwareRoundRobinPolicy(local_dc=settings.local_dc)
         profile = ExecutionProfile(
-            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=settings.local_dc)),
+            load_balancing_policy=policy if options.get("token_aware") == "false" else TokenAwarePolicy(policy),
             consistency_level=ConsistencyLevel.name_to_value[settings.consistency],
             serial_consistency_level=ConsistencyLevel.SERIAL,
             request_timeout=settings.request_timeout_s,
@@ -68,7 +74,10 @@ class CassandraStore:
             port=hosts[0][1],
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=settings.connect_timeout_s,
-            protocol_version=5,
+            protocol_version=int(options.get("protocol_version", 5)),
+            # CQL frames are small (a run's rows are ~3 KB in all): compressing each one cost the driver 4-14 % of
+            # its CPU per run and Cassandra nothing measurable either way (BENCHMARKS.md, "Cost per run, round 3").
+            compression=options.get("compression") == "true",
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=settings.reconnect_max_s),
         )
         try:
