@@ -196,6 +196,8 @@ def store_bypasses(trees: list[tuple[str, ast.Module]]) -> list[str]:
             continue
         for node in ast.walk(tree):
             names = _imported(node)
+            if not isinstance(node, ast.stmt | ast.expr):
+                continue
             if any(name == impl or name.startswith(impl + ".") for name in names for impl in STORE_IMPLEMENTATIONS):
                 found.append(f"{relative}:{node.lineno}")
             if isinstance(node, ast.Call) and any(
