@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.messages import DueRun
+from tickwheel.core import fencing
 from tickwheel.core.horizon import day_of, is_far
 from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store import far
@@ -60,10 +61,10 @@ def _found(current: Run | None) -> Found:
     return Found(current.status, current.attempt, current.job_version, frozenset(current.reported))
 
 
-def _lease_found(current: Run | None) -> Found:
+def _lease_found(current: Run) -> Found:
     """What a refused lease write found: only the columns of its condition (status, attempt), as Cassandra
     returns them (no job version)."""
-    return Found() if current is None else Found(current.status, current.attempt)
+    return Found(current.status, current.attempt)
 
 
 @dataclass
@@ -197,8 +198,10 @@ class MemoryStore:
         if result.status is RunStatus.RETRY and result.retry_at is not None:
             self._due_row(run, result.retry_at, attempt, RunKind.RUN)
         current = self.runs.get(run.run_id)
-        holds = current is not None and current.status is RunStatus.RUNNING and current.attempt == attempt
-        if current is None or (not holds and (current.status, current.attempt) != (result.status, attempt)):
+        if current is None:
+            return False
+        holds = fencing.holds(current.status, current.attempt, attempt)  # the condition of the outcome's write
+        if not fencing.outcome_counts(holds, current.status, current.attempt, result.status, attempt):
             return False
         if holds:
             self.runs[run.run_id] = replace(
@@ -226,8 +229,7 @@ class MemoryStore:
         current = self.runs.get(run.run_id)
         if (
             current is None
-            or current.status is not RunStatus.RUNNING
-            or current.attempt != attempt
+            or not fencing.holds(current.status, current.attempt, attempt)
             or current.lease_until is None
             or current.lease_until > now
         ):
@@ -246,11 +248,12 @@ class MemoryStore:
     async def lease_lapsed(self, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
         """Whether `attempt` still holds the run past its lease."""
         current = self.runs.get(run_id)
-        if current is None or current.status is not RunStatus.RUNNING or current.attempt != attempt:
+        if current is None:
             return False
-        if current.report(attempt) is not None:
-            return True
-        return current.lease_until is None or current.lease_until <= now
+        reported = current.report(attempt) is not None
+        return fencing.lease_lapsed(
+            current.status, current.attempt, attempt, reported=reported, lease_until=current.lease_until, now=now
+        )
 
     async def extend_lease(self, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
         """The lease moved to `lease_until` if `attempt` holds the run and its lease ends earlier; a later lease is
@@ -259,12 +262,8 @@ class MemoryStore:
         if current is None:
             return Transition(False)
         self._due_row(current.identity(), lease_until, attempt, RunKind.LEASE_CHECK)
-        if current.status is not RunStatus.RUNNING or current.attempt != attempt:
-            return Transition(False, _lease_found(current))
-        if current.lease_until is None or current.lease_until >= stored(lease_until):
-            return Transition(True, lease_until=current.lease_until)  # as Cassandra: `null < ?` is not true
-        self.runs[run_id] = replace(current, lease_until=stored(lease_until))
-        return Transition(True, lease_until=stored(lease_until))
+        later = current.lease_until is not None and current.lease_until < stored(lease_until)  # `null < ?` is false
+        return self._lease_write(current, attempt, later, lease_until)
 
     async def hold_lease(
         self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
@@ -272,12 +271,18 @@ class MemoryStore:
         """The claim's lease replaced by `lease_until` if `attempt` holds the run under it; a moved lease kept."""
         self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         current = self.runs.get(run.run_id)
-        if current is None or current.status is not RunStatus.RUNNING or current.attempt != attempt:
-            return Transition(False, _lease_found(current))
-        if current.lease_until != stored(claimed_until):
+        if current is None:
+            return Transition(False, Found())
+        return self._lease_write(current, attempt, current.lease_until == stored(claimed_until), lease_until)
+
+    def _lease_write(self, current: Run, attempt: int, lease_condition: bool, lease_until: datetime) -> Transition:
+        """A lease write conditional on `attempt` holding the run and on `lease_condition` (about its lease)."""
+        if fencing.holds(current.status, current.attempt, attempt) and lease_condition:
+            self.runs[current.run_id] = replace(current, lease_until=stored(lease_until))
+            return Transition(True, lease_until=stored(lease_until))
+        if fencing.lease_kept(False, current.status, current.attempt, attempt):
             return Transition(True, lease_until=current.lease_until)
-        self.runs[run.run_id] = replace(current, lease_until=stored(lease_until))
-        return Transition(True, lease_until=stored(lease_until))
+        return Transition(False, _lease_found(current))
 
     async def report_completion(self, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
         """`report` kept for `attempt` if it holds the run and has not reported; its lease check row at `now`."""
@@ -285,8 +290,7 @@ class MemoryStore:
         current = self.runs.get(run.run_id)
         if (
             current is None
-            or current.status is not RunStatus.RUNNING
-            or current.attempt != attempt
+            or not fencing.holds(current.status, current.attempt, attempt)
             or current.report(attempt) is not None
         ):
             return Transition(False, _found(current))
