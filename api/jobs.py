@@ -77,11 +77,6 @@ async def _replayed_job(api: Api, keyed: KeyedCreate, existing: job_store.KeyedJ
     return job
 
 
-async def _job_id_named(api: Api, tenant_id: str, name: str) -> uuid.UUID | None:
-    claimed = await api.store.name_claim(tenant_id, name)
-    return claimed.job_id if claimed else None
-
-
 async def job_for_tenant(request: web.Request) -> Job:
     """The job named in the path (by id, or by name under /v1/jobs/by-name/), if it is the caller's; another
     tenant's job is exactly as absent as none."""
@@ -90,7 +85,8 @@ async def job_for_tenant(request: web.Request) -> Job:
     if name is None:
         job_id: uuid.UUID | None = path_uuid(request, "job_id", "job")
     else:
-        job_id = await _job_id_named(api, tenant.tenant_id, name)
+        claimed = await api.store.name_claim(tenant.tenant_id, name)
+        job_id = claimed.job_id if claimed else None
     job = None if job_id is None else await api.store.get_job(job_id)
     if job is None or job.tenant_id != tenant.tenant_id:
         raise NotFound(f"no job {job_id}" if name is None else f"no job named {name!r}")
