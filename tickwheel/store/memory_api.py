@@ -196,9 +196,7 @@ class MemoryApiStore(MemoryStore):
             del self.names[(tenant_id, name)]
 
     # -- IdempotencyStore ---------------------------------------------------------------------------------------
-    async def reserve_key(
-        self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int
-    ) -> Reservation:
+    async def reserve_key(self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int) -> Reservation:
         """The key for this request if free, else what holds it."""
         held = self.keys.get((tenant_id, key))
         if held is not None:
