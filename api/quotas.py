@@ -143,4 +143,3 @@ async def give_back_job_slot(api: Api, tenant: Tenant) -> None:
 
 def min_interval_s(api: Api, tenant: Tenant) -> int:
     return tenant.min_interval_s or api.settings.api.min_interval_s
-

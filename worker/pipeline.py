@@ -357,7 +357,6 @@ class RunHandler:
         if retry_at is None:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
 
-
     async def record_report(self, due: DueRun, held: Run, report_text: str) -> None:
         """Record an asynchronous run's reported outcome, as `run` records a call's (a job deleted meanwhile gets
         no retry)."""

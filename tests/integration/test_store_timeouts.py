@@ -127,3 +127,15 @@ async def test_no_rows_of_another_shape_are_unavailable_not_an_unknown_key(fault
         await tenants.authenticate(faulty, key)  # was None: 401 "unknown or revoked" for a valid key
     faulty.swap = None
     assert await tenants.authenticate(faulty, key) == tenant_id
+
+
+async def test_a_row_of_another_key_is_unavailable_not_the_row_asked_for(faulty: FaultyStore) -> None:
+    asked, other = await a_run(faulty), await a_run(faulty)
+    read = "SELECT * FROM runs WHERE run_id = ?"
+    crossed = (await faulty.prepare(read)).bind([other.run_id])
+    faulty.swap = lambda cql, params: (crossed, None) if cql == read else None
+    with pytest.raises(Unavailable):
+        await runs.get_run(faulty, asked.run_id)  # was the other run's row, under this run's id
+    faulty.swap = None
+    found = await runs.get_run(faulty, asked.run_id)
+    assert found is not None and found.run_id == asked.run_id

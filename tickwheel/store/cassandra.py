@@ -41,7 +41,7 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_f
 from tickwheel import metrics
 from tickwheel.errors import Unavailable
 from tickwheel.settings import CassandraSettings, host_port
-from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent
+from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class CassandraStore:
         self._preparing: dict[str, asyncio.Future[PreparedStatement]] = {}
         # the columns each prepared read answers, as prepared (what its rows are checked against)
         self._columns: dict[str, frozenset[str]] = {}
+        self._keys: dict[str, tuple[tuple[str, int], ...]] = {}  # a read's `column = ?` and their parameters
         self._intents: dict[str, bool] = {}  # conditional writes whose form store.retries does not understand
 
     @classmethod
@@ -150,16 +151,18 @@ class CassandraStore:
     ) -> tuple[list[Row], str | None]:
         """One page of rows and an opaque cursor for the next page (None on the last page)."""
         statement: Any = await self._statement(cql, prepared)
+        sent = params
         if page_size is not None:
             statement = statement.bind(params) if prepared else statement
             statement.fetch_size = page_size
-            params = () if prepared else params
+            sent = () if prepared else params
         paging_state = _decode_cursor(cursor)
         metrics.cql_statements.labels(statement_kind(cql)).inc()
-        future = self._call(self._session.execute_async, statement, params or None, paging_state=paging_state)
+        future = self._call(self._session.execute_async, statement, sent or None, paging_state=paging_state)
         result = await _await(future, self.settings.hosts)
         self._check_shape(cql, result.column_names)
         rows = list(result.current_rows)
+        self._check_keys(cql, params, rows)
         next_state = result.paging_state if result.has_more_pages else None
         return rows, _encode_cursor(next_state)
 
@@ -205,6 +208,29 @@ class CassandraStore:
         self._check_shape(intent.read, result.column_names)
         rows = list(result.current_rows)
         return rows[0] if rows else None
+
+    def _check_keys(self, cql: str, params: Sequence[Any], rows: list[Row]) -> None:
+        """Refuse rows of another key: a read's rows that carry a column its WHERE clause fixes (`column = ?`)
+        must hold the value asked for (a crossed answer of the same shape, which `_check_shape` cannot tell)."""
+        keys = self._keys.get(cql)
+        if keys is None:
+            keys = self._keys[cql] = keyed_by(cql)
+        for column, index in keys:
+            if index >= len(params):
+                continue
+            asked = params[index]
+            wrong = [
+                row[column]
+                for row in rows
+                if column in row
+                and (isinstance(row[column], type(asked)) or isinstance(asked, type(row[column])))  # a value, as stored
+                and not same_value(row[column], asked)
+            ]
+            if wrong:
+                metrics.backend_errors.labels("cassandra").inc()
+                log.error("Cassandra answered rows of %s %s for %s = %s: %s; not used", column, wrong[0], column,
+                          asked, cql)  # fmt: skip
+                raise Unavailable("Cassandra answered rows of another key; try again")
 
     def _check_shape(self, cql: str, columns: Sequence[str] | None) -> None:
         """Refuse rows that are not of the statement's shape: a read's must carry every column it was prepared

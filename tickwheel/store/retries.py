@@ -66,6 +66,24 @@ class RetryIdempotent(RetryPolicy):  # type: ignore[misc]
         return self._next_host(query, consistency, retry_num)
 
 
+_WHERE = re.compile(r"\bWHERE\b(.*?)(?:\bLIMIT\b|\bALLOW\b|\bIF\b|$)", re.I | re.S)
+_EQUALS_MARKER = re.compile(r"(\w+)\s*=\s*\?|\?")
+
+
+def keyed_by(cql: str) -> tuple[tuple[str, int], ...]:
+    """The columns a read names with `column = ?` in its WHERE clause, each with the index of its parameter: a row
+    it answers that carries such a column must hold that value (a row of another key is not its answer)."""
+    where = _WHERE.search(cql)
+    if cql.lstrip()[:6].upper() != "SELECT" or where is None:
+        return ()
+    before = cql[: where.start(1)].count("?")
+    found = []
+    for index, marker in enumerate(_EQUALS_MARKER.finditer(where.group(1))):
+        if marker.group(1) is not None:
+            found.append((marker.group(1), before + index))
+    return tuple(found)
+
+
 _UPDATE = re.compile(
     r"^\s*UPDATE\s+(\w+)(\s+USING\s+TTL\s+(?:\?|\d+))?\s+SET\s+(.+?)\s+WHERE\s+(.+?)\s+IF\s+.+$", re.I | re.S
 )
