@@ -7,17 +7,11 @@ import logging
 import time
 
 from tickwheel import metrics
+from tickwheel.flow.redis import AwayGate
 
 log = logging.getLogger(__name__)
 
 WARN_EVERY_S = 10.0  # one WARNING per check this often while Redis is away, not one per request
-# After Redis failed to answer, it is asked again only this much later: a Redis that refuses costs each request a
-# failed round trip with its retries (~1.3 s measured), so one request a second pays it, not every request.
-ASK_AGAIN_AFTER_S = 1.0
-
-
-class RedisAway(ConnectionError):
-    """Redis failed to answer less than ASK_AGAIN_AFTER_S ago: not asked (one of flow.redis.REDIS_DOWN)."""
 
 
 class LocalLimits:
@@ -30,12 +24,11 @@ class LocalLimits:
         self._windows: dict[tuple[str, ...], tuple[int, int]] = {}  # name -> (window, count in it)
         self.job_counts: dict[str, tuple[int, float]] = {}  # tenant -> (jobs, read at, monotonic s)
         self._warned: dict[str, float] = {}
-        self._away_until = 0.0  # monotonic s
+        self.away = AwayGate()
 
     def ask_redis(self) -> None:
-        """Raise RedisAway while Redis failed to answer less than ASK_AGAIN_AFTER_S ago."""
-        if time.monotonic() < self._away_until:
-            raise RedisAway("Redis failed to answer a moment ago")
+        """Raise RedisAway (one of REDIS_DOWN) while Redis failed to answer a moment ago (`AwayGate`)."""
+        self.away.ask()
 
     def count(self, name: tuple[str, ...], window: int, units: int = 1) -> int:
         """Add `units` to `name`'s count in `window` (a new window starts from zero); the count after."""
@@ -54,9 +47,8 @@ class LocalLimits:
     def without_redis(self, check: str, exc: BaseException) -> None:
         """Count a check done without Redis, and warn (once per WARN_EVERY_S and check)."""
         metrics.redis_fail_open.labels(check).inc()
+        self.away.failed(exc)
         now = time.monotonic()
-        if not isinstance(exc, RedisAway):
-            self._away_until = now + ASK_AGAIN_AFTER_S
         if now - self._warned.get(check, -WARN_EVERY_S) >= WARN_EVERY_S:
             self._warned[check] = now
             log.warning("Redis did not answer; %s checked in this process only (fails open): %s", check, exc)

@@ -91,7 +91,7 @@ lwt_settled = Counter(
 )
 redis_fail_open = Counter(
     "tickwheel_redis_fail_open_total",
-    "Checks made without Redis (it did not answer), held in the process only (rate, job_slots, auth_failures,"
-    " revocation)",
+    "Checks made without Redis (it did not answer): held in the process only (rate, job_slots, auth_failures,"
+    " revocation), or not at all (flow_acquire, flow_release)",
     ["check"],
 )

@@ -5,7 +5,7 @@ answer" become `Unavailable` (retriable, HTTP 503); everything above works with 
 
 A node leaving or rejoining must not fail what the cluster can still do (store.retries): a statement that is
 safe to send again is marked idempotent and retried by the driver on the next node (and sent to a second node
-when the first has not answered in a quarter of the request timeout); a conditional write whose outcome is
+when the first has not answered in half the request timeout); a conditional write whose outcome is
 unknown is settled by a SERIAL read of its row before it is sent again (`applied`). Rows that are not of the
 statement's shape (seen under overload: rows of another statement, without the columns asked for, which became
 500s, a 401 for a valid key and a 422 for a replayed create) are refused as `Unavailable`, never handed up.
@@ -81,7 +81,7 @@ class CassandraStore:
             request_timeout=settings.request_timeout_s,
             row_factory=dict_factory,
             retry_policy=RetryIdempotent(),
-            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(settings.request_timeout_s / 4, 1),
+            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(settings.request_timeout_s / 2, 1),
         )
         cluster = Cluster(
             contact_points=[h for h, _ in hosts],
