@@ -22,7 +22,7 @@ from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from tickwheel.errors import QuotaExceeded, Unauthorized
-from tickwheel.flow.redis import REDIS_DOWN, RedisClient
+from tickwheel.flow.redis import REDIS_DOWN, RedisAway, RedisClient
 from tickwheel.store import tenants
 from tickwheel.store.tenants import Tenant
 
@@ -53,7 +53,7 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     request[KEY_ID] = key_id_of(key)
     mark = revoked_mark(api.redis, key_id_of(key))
     if not await check_rate(api, tenant, revoked_mark=mark, on_revoked=lambda: forget(api, key)):
-        api.local.without_redis("revocation", ConnectionError("the rate check found Redis away"))
+        api.local.without_redis("revocation", RedisAway("the rate check found Redis away"))  # counted, not again
         await tenant_for_key(api, key, request.remote or "-", max_age_s=REVOKED_WITHOUT_REDIS_S)
     return await handler(request)
 
