@@ -19,7 +19,6 @@ from typing import Any
 
 from tickwheel.errors import InvalidInput, QuotaExceeded, Unauthorized
 from tickwheel.flow.redis import REDIS_DOWN
-from tickwheel.store.jobs import count_jobs
 from tickwheel.store.tenants import Tenant
 
 from .context import Api
@@ -104,7 +103,7 @@ async def take_job_slot(api: Api, tenant: Tenant) -> None:
         api.local.ask_redis()
         used = int(await api.redis.run_script(TAKE_JOB_SLOT, [key], [limit]))
         if used == -1:
-            seed = await count_jobs(api.store, tenant.tenant_id)
+            seed = await api.store.count_jobs(tenant.tenant_id)
             await api.redis.set_if_absent(key, seed)
             used = int(await api.redis.run_script(TAKE_JOB_SLOT, [key], [limit]))
     except REDIS_DOWN as exc:
@@ -119,7 +118,7 @@ async def _take_local_job_slot(api: Api, tenant_id: str, limit: int) -> int:
     process created since; -2 at the limit, as the Redis script answers."""
     counted = api.local.job_counts.get(tenant_id)
     if counted is None or time.monotonic() - counted[1] > JOB_COUNT_FRESH_S:
-        counted = (await count_jobs(api.store, tenant_id), time.monotonic())
+        counted = (await api.store.count_jobs(tenant_id), time.monotonic())
     if counted[0] >= limit:
         api.local.job_counts[tenant_id] = counted
         return -2
