@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import ast
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import pytest
 from cassandra import ConsistencyLevel, WriteType
+from cassandra.cluster import ResponseFuture
+from cassandra.protocol import OverloadedErrorMessage
 
+from tickwheel.errors import Unavailable
+from tickwheel.store import cassandra as cassandra_adapter
 from tickwheel.store import checkpoints, jobs, runs
 from tickwheel.store.operator import ADD_COUNTER
 from tickwheel.store.retries import RetryIdempotent, intent_of, is_idempotent, same_value
@@ -98,6 +104,22 @@ def test_the_driver_retries_only_idempotent_statements_and_never_a_conditional_w
     assert policy.on_write_timeout(lwt, quorum, WriteType.SIMPLE, 2, 1, retry_num=0)[0] == policy.RETHROW
     assert policy.on_request_error(lwt, quorum, RuntimeError("overloaded"), 0)[0] == policy.RETHROW
     assert policy.on_unavailable(lwt, quorum, 2, 1, retry_num=0)[0] == policy.RETRY_NEXT_HOST
+    shutting_down = OverloadedErrorMessage(0x1001, "Server is shutting down", None)
+    assert policy.on_request_error(lwt, quorum, shutting_down, 0)[0] == policy.RETRY_NEXT_HOST  # it never ran
+    assert policy.on_request_error(lwt, quorum, shutting_down, 2)[0] == policy.RETHROW
+
+
+class RefusingFuture:
+    """A driver future whose statement a coordinator refused as it shut down."""
+
+    def add_callbacks(self, callback: object, errback: Callable[[BaseException], None]) -> None:
+        errback(OverloadedErrorMessage(0x1001, "Server is shutting down", None))
+
+
+async def test_a_coordinator_refusing_as_it_shuts_down_is_unavailable_not_a_raw_driver_error() -> None:
+    """Run 5 of the soak: claims refused so went up raw and their messages were dropped ("run message failed")."""
+    with pytest.raises(Unavailable):
+        await cassandra_adapter._await(cast(ResponseFuture, RefusingFuture()), ["127.0.0.2:29042"])
 
 
 def conditional_writes() -> list[str]:

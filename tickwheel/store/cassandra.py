@@ -36,6 +36,8 @@ from cassandra.policies import (
     ExponentialReconnectionPolicy,
     TokenAwarePolicy,
 )
+from cassandra.protocol import RequestExecutionException as ServerRefusal
+from cassandra.protocol import ServerError
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
 
 from tickwheel import metrics
@@ -51,7 +53,18 @@ SERVER_VERSION = "SELECT release_version FROM system.local"
 Row = dict[str, Any]
 _CONDITION = re.compile(r"\bIF\b", re.IGNORECASE)
 _STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
-_UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionError, OSError)
+# The server's own refusals (a coordinator overloaded or shutting down, bootstrapping) reach here as protocol
+# errors, not as the driver's exceptions: a node's shutdown answered "Server is shutting down" and those went
+# up raw (the soak's run 5: claims dropped as "run message failed").
+_UNAVAILABLE = (
+    NoHostAvailable,
+    OperationTimedOut,
+    RequestExecutionException,
+    ServerRefusal,
+    ServerError,
+    ConnectionError,
+    OSError,
+)
 LWT_TRIES = 3  # sends of a conditional write whose outcome stays unknown, each after a SERIAL read settled it
 
 

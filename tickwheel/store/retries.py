@@ -18,6 +18,7 @@ from typing import Any
 
 from cassandra import WriteType
 from cassandra.policies import RetryPolicy
+from cassandra.protocol import IsBootstrappingErrorMessage, OverloadedErrorMessage
 
 Row = dict[str, Any]
 
@@ -34,10 +35,15 @@ def is_idempotent(cql: str) -> bool:
     return cql.lstrip()[:6].upper() == "SELECT" or not _NOT_IDEMPOTENT.search(cql)
 
 
+# A coordinator that answers these did not run the statement (overloaded, shutting down, bootstrapping).
+REFUSED_UNRUN = (OverloadedErrorMessage, IsBootstrappingErrorMessage)
+
+
 class RetryIdempotent(RetryPolicy):  # type: ignore[misc]
     """The driver's retry decisions: a statement marked idempotent that timed out or met an error on a node is
     sent to the next node (up to `tries` times); others only when the coordinator refused before doing anything
-    (Unavailable). A conditional write is never retried here (its write type is CAS): see LwtIntent."""
+    (Unavailable, overloaded or shutting down, bootstrapping). A conditional write that may have run is never
+    retried here (its write type is CAS): see LwtIntent."""
 
     def __init__(self, tries: int = 2) -> None:
         self.tries = tries
@@ -63,6 +69,8 @@ class RetryIdempotent(RetryPolicy):  # type: ignore[misc]
         return self.RETRY_NEXT_HOST, consistency
 
     def on_request_error(self, query: Any, consistency: Any, error: Any, retry_num: int) -> tuple[int, Any]:
+        if isinstance(error, REFUSED_UNRUN) and retry_num < self.tries:
+            return self.RETRY_NEXT_HOST, consistency  # refused before it ran: safe for any statement, LWTs too
         return self._next_host(query, consistency, retry_num)
 
 
