@@ -12,8 +12,9 @@ from tickwheel.core.notify import RunEvent
 from tickwheel.errors import InvalidInput
 from tickwheel.flow.redis import REDIS_DOWN, RedisClient
 from tickwheel.settings import Settings
-from tickwheel.store import tenants
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import TenantAdmin
+from tickwheel.store.tables import CassandraTables
 from tickwheel.store.tenants import TENANT_OVERRIDES, Tenant, TenantChange
 
 from .auth import revoke_everywhere
@@ -56,7 +57,9 @@ def add_commands(subparsers: Any) -> None:
     change.set_defaults(func=_with_store(_set))
 
 
-def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitable[int]]) -> Any:
+def _with_store(command: Callable[[TenantAdmin, argparse.Namespace], Awaitable[int]]) -> Any:
+    """Run `command` on the tenants' store port over a connection of its own (the composition of these commands)."""
+
     def run(args: argparse.Namespace) -> Any:
         async def main() -> int:
             from tickwheel.cli import load_settings
@@ -65,7 +68,7 @@ def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitabl
             args.settings = settings
             store = await CassandraStore.connect(settings.cassandra)
             try:
-                return await command(store, args)
+                return await command(CassandraTables(store), args)
             finally:
                 await store.close()
 
@@ -74,8 +77,8 @@ def _with_store(command: Callable[[CassandraStore, argparse.Namespace], Awaitabl
     return run
 
 
-async def _create(store: CassandraStore, args: argparse.Namespace) -> int:
-    tenant, key = await tenants.create_tenant(store, args.name, datetime.now(UTC))
+async def _create(store: TenantAdmin, args: argparse.Namespace) -> int:
+    tenant, key = await store.create_tenant(args.name, datetime.now(UTC))
     print(f"tenant {tenant.name} created (id {tenant.tenant_id})")
     print(f"webhook signing secret (verify `webhook-signature` with it): {tenant.signing_secrets[0]}")
     print("its API key, shown only now:")
@@ -83,27 +86,27 @@ async def _create(store: CassandraStore, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _list(store: CassandraStore, args: argparse.Namespace) -> int:
-    for tenant in await tenants.list_tenants(store):
-        keys = await tenants.list_keys(store, tenant.tenant_id)
+async def _list(store: TenantAdmin, args: argparse.Namespace) -> int:
+    for tenant in await store.list_tenants():
+        keys = await store.list_keys(tenant.tenant_id)
         live = ", ".join(k.key_id for k in keys if k.revoked_at is None) or "none"
         print(f"{tenant.name}\t{tenant.tenant_id}\tlive keys: {live}")
     return 0
 
 
-async def _rotate(store: CassandraStore, args: argparse.Namespace) -> int:
-    tenant = await tenants.tenant_by_name(store, args.name)
-    live = [k.key_id for k in await tenants.list_keys(store, tenant.tenant_id) if k.revoked_at is None]
-    made, key = await tenants.rotate_key(store, tenant.tenant_id, datetime.now(UTC))
+async def _rotate(store: TenantAdmin, args: argparse.Namespace) -> int:
+    tenant = await store.tenant_by_name(args.name)
+    live = [k.key_id for k in await store.list_keys(tenant.tenant_id) if k.revoked_at is None]
+    made, key = await store.rotate_key(tenant.tenant_id, datetime.now(UTC))
     await _revoke_on_every_api(live)
     print(f"new key {made.key_id} for {tenant.name}; older keys are revoked. The key, shown only now:")
     print(key)
     return 0
 
 
-async def _revoke(store: CassandraStore, args: argparse.Namespace) -> int:
-    tenant = await tenants.tenant_by_name(store, args.name)
-    await tenants.revoke_key(store, tenant.tenant_id, args.key_id, datetime.now(UTC))
+async def _revoke(store: TenantAdmin, args: argparse.Namespace) -> int:
+    tenant = await store.tenant_by_name(args.name)
+    await store.revoke_key(tenant.tenant_id, args.key_id, datetime.now(UTC))
     await _revoke_on_every_api([args.key_id])
     print(f"key {args.key_id} of {tenant.name} revoked")
     return 0
@@ -125,11 +128,11 @@ async def _revoke_on_every_api(key_ids: list[str]) -> None:
         await redis.close()
 
 
-async def _secrets(store: CassandraStore, args: argparse.Namespace) -> int:
+async def _secrets(store: TenantAdmin, args: argparse.Namespace) -> int:
     """Signing secrets, newest first; a rotation keeps the previous one, and calls carry both signatures."""
-    tenant = await tenants.tenant_by_name(store, args.name)
+    tenant = await store.tenant_by_name(args.name)
     if args.action == "rotate":
-        tenant = await tenants.rotate_signing_secret(store, tenant.tenant_id)
+        tenant = await store.rotate_signing_secret(tenant.tenant_id)
         print(f"new signing secret for {tenant.name}; the previous one still signs until the next rotation")
     for position, secret in enumerate(tenant.signing_secrets):
         print(f"{'current' if position == 0 else 'previous'}\t{secret}")
@@ -168,10 +171,10 @@ def tenant_change(args: argparse.Namespace, settings: Settings) -> TenantChange:
     return change
 
 
-async def _set(store: CassandraStore, args: argparse.Namespace) -> int:
+async def _set(store: TenantAdmin, args: argparse.Namespace) -> int:
     change = tenant_change(args, args.settings)
-    tenant = await tenants.tenant_by_name(store, args.name)
-    tenant = await tenants.change_tenant(store, tenant.tenant_id, change)
+    tenant = await store.tenant_by_name(args.name)
+    tenant = await store.change_tenant(tenant.tenant_id, change)
     print(describe_overrides(tenant))
     return 0
 

@@ -36,6 +36,7 @@ from tickwheel.store.records import (
     Tenant,
     Transition,
 )
+from tickwheel.store.tenants import ApiKey, TenantChange
 
 
 class RunStore(Protocol):
@@ -423,6 +424,42 @@ class TenantDirectory(Protocol):
 
     async def list_tenants(self) -> list[Tenant]:
         """Every tenant, by name."""
+        ...
+
+
+class TenantAdmin(Protocol):
+    """Tenants and their keys as the operator's `tickwheel tenants` commands manage them."""
+
+    async def create_tenant(self, name: str, now: datetime) -> tuple[Tenant, str]:
+        """A new tenant `name` (unique) with a signing secret and a first API key: (tenant, the key)."""
+        ...
+
+    async def tenant_by_name(self, name: str) -> Tenant:
+        """The tenant named `name`; NotFound when there is none."""
+        ...
+
+    async def list_tenants(self) -> list[Tenant]:
+        """Every tenant, by name."""
+        ...
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]:
+        """The tenant's keys, revoked ones included, oldest first."""
+        ...
+
+    async def rotate_key(self, tenant_id: str, now: datetime) -> tuple[ApiKey, str]:
+        """A new key (returned once), every older live key revoked."""
+        ...
+
+    async def revoke_key(self, tenant_id: str, key_id: str, now: datetime) -> None:
+        """Revoke one of the tenant's keys; NotFound when it has no such key."""
+        ...
+
+    async def rotate_signing_secret(self, tenant_id: str) -> Tenant:
+        """A new signing secret first, the previous one kept."""
+        ...
+
+    async def change_tenant(self, tenant_id: str, change: TenantChange) -> Tenant:
+        """Apply the operator's overrides; the tenant as it now is."""
         ...
 
 

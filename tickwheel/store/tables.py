@@ -46,6 +46,7 @@ from tickwheel.store.records import (
     Tenant,
     Transition,
 )
+from tickwheel.store.tenants import ApiKey, TenantChange
 
 
 class CassandraTables:
@@ -349,6 +350,35 @@ class CassandraTables:
     async def list_tenants(self) -> list[Tenant]:
         """`tenants.list_tenants`."""
         return await tenants.list_tenants(self.cql)
+
+    # -- TenantAdmin ----------------------------------------------------------------------------------------------
+    async def create_tenant(self, name: str, now: datetime) -> tuple[Tenant, str]:
+        """`tenants.create_tenant`."""
+        return await tenants.create_tenant(self.cql, name, now)
+
+    async def tenant_by_name(self, name: str) -> Tenant:
+        """`tenants.tenant_by_name`."""
+        return await tenants.tenant_by_name(self.cql, name)
+
+    async def list_keys(self, tenant_id: str) -> list[ApiKey]:
+        """`tenants.list_keys`."""
+        return await tenants.list_keys(self.cql, tenant_id)
+
+    async def rotate_key(self, tenant_id: str, now: datetime) -> tuple[ApiKey, str]:
+        """`tenants.rotate_key`."""
+        return await tenants.rotate_key(self.cql, tenant_id, now)
+
+    async def revoke_key(self, tenant_id: str, key_id: str, now: datetime) -> None:
+        """`tenants.revoke_key`."""
+        await tenants.revoke_key(self.cql, tenant_id, key_id, now)
+
+    async def rotate_signing_secret(self, tenant_id: str) -> Tenant:
+        """`tenants.rotate_signing_secret`."""
+        return await tenants.rotate_signing_secret(self.cql, tenant_id)
+
+    async def change_tenant(self, tenant_id: str, change: TenantChange) -> Tenant:
+        """`tenants.change_tenant`."""
+        return await tenants.change_tenant(self.cql, tenant_id, change)
 
     # -- DeadLetterDesk -------------------------------------------------------------------------------------------
     async def list_dead_letters(

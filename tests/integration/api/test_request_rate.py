@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from api.local_limits import LocalLimits
 from api.quotas import check_rate
 from tickwheel.errors import QuotaExceeded, Unauthorized
 from tickwheel.flow.redis import RedisClient
@@ -21,7 +22,7 @@ from tickwheel.store.tenants import Tenant
 def _api(settings: Settings, redis: RedisClient, limit: int) -> Any:
     api_settings = dataclasses.replace(settings, api=dataclasses.replace(settings.api, requests_per_s=limit))
     fixed = datetime(2026, 12, 1, 3, 0, 0, 500_000, tzinfo=UTC)  # one second's window for every call
-    return SimpleNamespace(settings=api_settings, redis=redis, clock=lambda: fixed)
+    return SimpleNamespace(settings=api_settings, redis=redis, clock=lambda: fixed, local=LocalLimits())
 
 
 def _tenant(namespace: str) -> Tenant:

@@ -84,3 +84,18 @@ async def test_revoking_a_key_marks_it_for_every_api_process(settings: Settings,
         assert await redis.redis.exists(revoked_mark(redis, key_id_of(key)))
     finally:
         await redis.close()
+
+
+async def test_rotating_keys_revokes_the_older_ones_and_the_listing_shows_the_live_one(
+    settings: Settings, store: CassandraStore
+) -> None:
+    from api.auth import key_id_of
+
+    name = f"cli-{uuid.uuid4().hex[:8]}"
+    first = (await tickwheel(settings, "tenants", "create", name))[-1]
+    second = (await tickwheel(settings, "tenants", "keys", "rotate", name))[-1]
+    tenant = await tenants.tenant_by_name(store, name)
+    assert await tenants.authenticate(store, first) is None
+    assert await tenants.authenticate(store, second) == tenant.tenant_id
+    listed = [line for line in await tickwheel(settings, "tenants", "list") if line.startswith(f"{name}\t")]
+    assert listed == [f"{name}\t{tenant.tenant_id}\tlive keys: {key_id_of(second)}"]
