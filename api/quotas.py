@@ -15,7 +15,6 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
 
 from tickwheel.errors import InvalidInput, QuotaExceeded, Unauthorized
 from tickwheel.flow.redis import REDIS_DOWN
@@ -28,6 +27,17 @@ JOB_COUNT_FRESH_S = 5.0  # how long a Cassandra job count stands in for the Redi
 
 class JobQuotaExceeded(InvalidInput):
     title = "Job quota exceeded"
+
+
+# One script call per request, in the process's shared pipeline (`RedisClient.run_script`): count the request's
+# units in this second's window and, with a second key, say whether the caller's key was revoked.
+COUNT_REQUEST = """
+local used = redis.call('INCRBY', KEYS[1], ARGV[1])
+redis.call('EXPIRE', KEYS[1], 2)
+local revoked = 0
+if KEYS[2] then revoked = redis.call('EXISTS', KEYS[2]) end
+return {used, revoked}
+"""
 
 
 async def check_rate(
@@ -45,24 +55,16 @@ async def check_rate(
     limit = tenant.requests_per_s or api.settings.api.requests_per_s
     now = api.clock()
     key = api.redis.key("rate", tenant.tenant_id, str(int(now.timestamp())))
-
-    async def count() -> Any:
-        async with api.redis.pipeline() as pipe:
-            pipe.incrby(key, units)
-            pipe.expire(key, 2)
-            if revoked_mark is not None:
-                pipe.exists(revoked_mark)
-            return await pipe.execute()
-
+    keys = [key] if revoked_mark is None else [key, revoked_mark]
     try:
         api.local.ask_redis()
-        answers = await count()
+        answers = await api.redis.run_script(COUNT_REQUEST, keys, [units])
     except REDIS_DOWN as exc:
         api.local.without_redis("rate", exc)
         used = api.local.count(("rate", tenant.tenant_id), int(now.timestamp()), units)
         _refuse_above(used, limit, now.microsecond)
         return False
-    if revoked_mark is not None and answers[2]:
+    if revoked_mark is not None and answers[1]:
         if on_revoked is not None:
             on_revoked()
         raise Unauthorized("the API key is unknown or revoked")

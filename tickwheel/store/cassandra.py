@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import logging
 import re
 from collections.abc import Iterable, Sequence
@@ -84,11 +85,17 @@ class CassandraStore:
         self._intents: dict[str, bool] = {}  # conditional writes whose form store.retries does not understand
 
     @classmethod
-    async def connect(cls, settings: CassandraSettings, *, keyspace: bool = True) -> CassandraStore:
-        """Connect (in a thread: the driver's connect blocks) and, if `keyspace`, use the configured one."""
+    async def connect(
+        cls, settings: CassandraSettings, *, keyspace: bool = True, driver_options: dict[str, str] | None = None
+    ) -> CassandraStore:
+        """Connect (in a thread: the driver's connect blocks) and, if `keyspace`, use the configured one.
+        `driver_options` (benchmarks/cql_cost.py) overrides `protocol_version` (5), `compression` (false) and
+        `token_aware` (true) to compare them."""
         hosts = [host_port(h, 9042) for h in settings.hosts]
+        options = driver_options or {}
+        policy = DCAwareRoundRobinPolicy(local_dc=settings.local_dc)
         profile = ExecutionProfile(
-            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=settings.local_dc)),
+            load_balancing_policy=policy if options.get("token_aware") == "false" else TokenAwarePolicy(policy),
             consistency_level=ConsistencyLevel.name_to_value[settings.consistency],
             serial_consistency_level=ConsistencyLevel.SERIAL,
             request_timeout=settings.request_timeout_s,
@@ -101,7 +108,10 @@ class CassandraStore:
             port=hosts[0][1],
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=settings.connect_timeout_s,
-            protocol_version=5,
+            protocol_version=int(options.get("protocol_version", 5)),
+            # CQL frames are small (a run's rows are ~3 KB in all): compressing each one cost the driver 4-14 % of
+            # its CPU per run and Cassandra nothing measurable either way (BENCHMARKS.md, "Cost per run, round 3").
+            compression=options.get("compression") == "true",
             reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.5, max_delay=settings.reconnect_max_s),
         )
         try:
@@ -170,7 +180,7 @@ class CassandraStore:
             statement.fetch_size = page_size
             sent = () if prepared else params
         paging_state = _decode_cursor(cursor)
-        metrics.cql_statements.labels(statement_kind(cql)).inc()
+        _counter_of(cql).inc()
         future = self._call(self._session.execute_async, statement, sent or None, paging_state=paging_state)
         result = await _await(future, self.settings.hosts)
         self._check_shape(cql, result.column_names)
@@ -266,7 +276,7 @@ class CassandraStore:
         for cql, params in statements:
             batch.add(await self.prepare(cql), params)
         batch.is_idempotent = all(is_idempotent(cql) for cql, _ in statements)
-        metrics.cql_statements.labels("batch_logged" if logged else "batch_unlogged").inc()
+        _counter("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)
 
@@ -302,6 +312,19 @@ def statements_of(*modules: ModuleType) -> list[str]:
         if name.isupper() and isinstance(value, str) and _STATEMENT.match(value) and "{" not in value
     }
     return sorted(found)
+
+
+@functools.lru_cache(maxsize=8)
+def _counter(kind: str) -> Any:
+    """The `cql_statements` child of `kind`, looked up once (a label lookup per request was ~1-2 % of a worker's
+    samples)."""
+    return metrics.cql_statements.labels(kind)
+
+
+@functools.lru_cache(maxsize=4096)
+def _counter_of(cql: str) -> Any:
+    """The `cql_statements` child of the statement's kind, the kind's regular expression run once per text."""
+    return _counter(statement_kind(cql))
 
 
 def statement_kind(cql: str) -> str:

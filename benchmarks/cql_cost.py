@@ -1,0 +1,121 @@
+"""What one delivered run costs Cassandra and the driver, without the platform: the statements of a keyed
+once-run (create LWT + batch, job read, claim batch + LWT, outcome LWT + batch) replayed through the store's
+own functions at a fixed rate, with the CPU of this process (the driver's share) and of the Cassandra server
+(/proc) per run. Kafka, Redis, HTTP and the scheduling around the statements are left out, so a server or
+driver setting can be compared in a minute, on a quiet or noisy box alike (compare side by side).
+
+    .venv/bin/python -m benchmarks.cql_cost --cassandra 127.0.0.4:29042 --pid <cassandra pid> --rate 150 \
+        --seconds 30 --warmup 20 [--set protocol_version=4] [--set compression=false]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import os
+import sys
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+
+from benchmarks.peers.harness import cpu_seconds
+from benchmarks.peers.tickwheel_bench import once_job
+from schemas.messages import decode_definition
+from tickwheel.core.ids import shard_of
+from tickwheel.settings import CassandraSettings
+from tickwheel.store import jobs, runs
+from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.migrate import migrate
+from tickwheel.store.records import AttemptResult, Job, JobState, RunStatus
+
+
+def new_job(tenant: str, due: datetime) -> Job:
+    body = once_job(due, "http://127.0.0.1:9/sink", "cost")
+    definition = decode_definition(json.dumps({**body, "payload": json.dumps(body["payload"])}))
+    job_id = uuid.uuid4()
+    return Job(
+        job_id, tenant, shard_of(job_id), JobState.ACTIVE, 1, definition, "default", None, None, 0, None, None,
+        due, due,
+    )  # fmt: skip
+
+
+async def one_run(store: CassandraStore, tenant: str) -> None:
+    """The seven statements of a keyed once-run delivered at its first attempt (docs/architecture.md)."""
+    now = datetime.now(UTC)
+    job = new_job(tenant, now + timedelta(seconds=5))
+    run = jobs.run_of(job, now + timedelta(seconds=5))
+    job = dataclasses.replace(job, next_run_id=run.run_id)
+    await jobs.create_keyed_job(store, job, run, now, "hash")
+    await jobs.read_state(store, job.job_id)
+    started = datetime.now(UTC)
+    lease_until = started + timedelta(seconds=60)
+    claimed = await runs.claim(store, run, 0, "cost-bench", lease_until, started)
+    assert claimed.applied, claimed
+    result = AttemptResult(RunStatus.SUCCEEDED, response_code=200)
+    assert await runs.finish(store, run, 1, result, "cost-bench", started, datetime.now(UTC), lease_until)
+
+
+async def drive(store: CassandraStore, rate: float, seconds: float) -> int:
+    """`rate` runs a second for `seconds`, each its statements in order, as many in flight as they take."""
+    tasks: set[asyncio.Task[None]] = set()
+    failed: list[BaseException] = []
+
+    def done(task: asyncio.Task[None]) -> None:
+        tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            failed.append(task.exception())  # type: ignore[arg-type]
+
+    start = time.monotonic()
+    n = 0
+    while (elapsed := time.monotonic() - start) < seconds:
+        due = int(elapsed * rate) + 1
+        while n < due:
+            task = asyncio.create_task(one_run(store, f"cost{n % 4}"))
+            tasks.add(task)
+            task.add_done_callback(done)
+            n += 1
+        await asyncio.sleep(0.01)
+    if tasks:
+        await asyncio.wait(tasks)
+    if failed:
+        print(f"{len(failed)} of {n} runs failed, e.g. {failed[0]!r}", file=sys.stderr)
+    return n - len(failed)
+
+
+async def main_async(args: argparse.Namespace) -> dict[str, object]:
+    settings = CassandraSettings(hosts=(args.cassandra,), keyspace=args.keyspace)
+    await migrate(settings)
+    store = await CassandraStore.connect(settings, driver_options=dict(kv.split("=", 1) for kv in args.set))
+    await drive(store, args.rate, args.warmup)
+    me, server = os.getpid(), args.pid
+    t0, c0, s0 = time.monotonic(), cpu_seconds([me]), cpu_seconds([server])
+    n = await drive(store, args.rate, args.seconds)
+    t1, c1, s1 = time.monotonic(), cpu_seconds([me]), cpu_seconds([server])
+    await store.close()
+    return {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "set": args.set,
+        "runs": n,
+        "runs_per_s": round(n / (t1 - t0), 1),
+        "client_ms_per_run": round(1000 * (c1 - c0) / n, 3),
+        "cassandra_ms_per_run": round(1000 * (s1 - s0) / n, 3),
+        "loadavg": os.getloadavg(),
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--cassandra", required=True, help="host:port")
+    p.add_argument("--pid", type=int, required=True, help="the Cassandra server's pid (its CPU is read from /proc)")
+    p.add_argument("--keyspace", default="tw_cql_cost")
+    p.add_argument("--rate", type=float, default=150.0)
+    p.add_argument("--seconds", type=float, default=30.0)
+    p.add_argument("--warmup", type=float, default=15.0)
+    p.add_argument("--set", action="append", default=[], help="driver option KEY=VALUE (CassandraStore.connect)")
+    print(json.dumps(asyncio.run(main_async(p.parse_args()))))
+
+
+if __name__ == "__main__":
+    main()

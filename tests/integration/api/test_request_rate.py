@@ -1,0 +1,67 @@
+"""The API's request-rate check (api.quotas.check_rate) on the real Redis: one script call per request, sent in
+the process's shared script pipeline, so concurrent requests share a round trip (issue 14, round 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from datetime import UTC, datetime
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from api.local_limits import LocalLimits
+from api.quotas import check_rate
+from tickwheel.errors import QuotaExceeded, Unauthorized
+from tickwheel.flow.redis import RedisClient
+from tickwheel.settings import Settings
+from tickwheel.store.tenants import Tenant
+
+
+def _api(settings: Settings, redis: RedisClient, limit: int) -> Any:
+    api_settings = dataclasses.replace(settings, api=dataclasses.replace(settings.api, requests_per_s=limit))
+    fixed = datetime(2026, 12, 1, 3, 0, 0, 500_000, tzinfo=UTC)  # one second's window for every call
+    return SimpleNamespace(settings=api_settings, redis=redis, clock=lambda: fixed, local=LocalLimits())
+
+
+def _tenant(namespace: str) -> Tenant:
+    return Tenant(tenant_id=namespace, name=namespace, created_at=None, signing_secrets=())
+
+
+async def test_concurrent_rate_checks_share_one_round_trip_and_all_count(settings: Settings, namespace: str) -> None:
+    redis = RedisClient(settings.redis, prefix=f"{namespace}:")
+    api = _api(settings, redis, limit=30)
+    await check_rate(api, _tenant(namespace))  # Redis learns the script (a NOSCRIPT answer costs a 2nd pipeline)
+    pipelines = 0
+    make_pipeline = redis.redis.pipeline
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal pipelines
+        pipelines += 1
+        return make_pipeline(*args, **kwargs)
+
+    redis.redis.pipeline = counted  # type: ignore[method-assign]
+    try:
+        await asyncio.gather(*(check_rate(api, _tenant(namespace)) for _ in range(29)))
+        assert pipelines == 1  # one pipeline for the 29 checks made in one loop round (was one each)
+        with pytest.raises(QuotaExceeded):
+            await check_rate(api, _tenant(namespace))  # the 31st in the same second
+    finally:
+        await redis.close()
+
+
+async def test_a_revoked_mark_is_answered_in_the_same_call(settings: Settings, namespace: str) -> None:
+    redis = RedisClient(settings.redis, prefix=f"{namespace}:")
+    api = _api(settings, redis, limit=100)
+    revoked: list[bool] = []
+    try:
+        mark = redis.key("revoked", "k1")
+        await check_rate(api, _tenant(namespace), revoked_mark=mark, on_revoked=lambda: revoked.append(True))
+        assert revoked == []
+        await redis.redis.set(mark, 1)
+        with pytest.raises(Unauthorized):
+            await check_rate(api, _tenant(namespace), revoked_mark=mark, on_revoked=lambda: revoked.append(True))
+        assert revoked == [True]
+    finally:
+        await redis.close()
