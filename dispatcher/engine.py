@@ -37,6 +37,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import buckets
 from tickwheel.store.chain import chain
 from tickwheel.store.ports import DispatcherStore
+from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +76,7 @@ class Dispatcher:
         self.near = near
         self.name = name
         self.topics = topic_names(settings.kafka.topic_prefix)
+        self.tenants = TenantCache(store)  # the run retention of the runs chaining writes
         self._clock, self._monotonic, self._sleep = clock, monotonic, sleep
         self.member: str | None = None
         self.assignment: ShardAssignment | None = None
@@ -475,9 +477,11 @@ class Dispatcher:
         """Chain the run's job; False when its catch-up or overlap policy holds this run back."""
         cfg = self.cfg
         try:
+            retention_s = await self.tenants.run_retention_s(run.tenant_id, self.settings.retention.runs_days)
             step = await chain(
-                self.store, run, self.now(), missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s
-            )
+                self.store, run, self.now(), retention_s=retention_s,
+                missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s,
+            )  # fmt: skip
         except Exception as exc:  # the run still fires; the sweeper repairs the chain and says so
             metrics.chained.labels(result="error").inc()
             log.warning("chaining failed: %s", exc, extra=_context(run))

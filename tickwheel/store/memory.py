@@ -3,8 +3,9 @@ what they found, the attempt as fencing token, the epoch-fenced checkpoints, row
 (so a refused claim still leaves its lease check row, as on Cassandra).
 
 For unit tests of the processes (no servers, milliseconds a test). `tests/integration/store/test_contract.py`
-runs the same tests against this and `CassandraTables`, so the two cannot drift. Not for production: no TTLs,
-no retention, nothing survives the process.
+runs the same tests against this and `CassandraTables`, so the two cannot drift. Not for production: nothing
+expires and nothing survives the process; what a TTL would do is only noted (`kept_until`: when the `runs` cells a
+write set would expire, the run's retention past its due time, as `runs.kept_s` gives Cassandra).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from schemas.messages import DueRun
@@ -42,6 +43,7 @@ from tickwheel.store.records import (
     Transition,
 )
 from tickwheel.store.run_history import EARLIER_RUNS_READ
+from tickwheel.store.runs import kept_s
 from tickwheel.store.times import epoch_us
 
 DueKey = tuple[int, uuid.UUID, int, str]
@@ -82,6 +84,11 @@ class MemoryStore:
     versions_started: dict[tuple[uuid.UUID, int], datetime] = field(default_factory=dict)
     sweeps: int = 0
     repairs: dict[str, int] = field(default_factory=dict)
+    kept_until: dict[uuid.UUID, datetime] = field(default_factory=dict)
+    """Run id -> when the `runs` cells its latest write set would expire on Cassandra (nothing expires here)."""
+
+    def _keep(self, run: NewRun, now: datetime, until: datetime | None = None) -> None:
+        self.kept_until[run.run_id] = _stored(now) + timedelta(seconds=kept_s(run, now, until))
 
     # -- rows written before a condition ------------------------------------------------------------------------
     def _due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
@@ -141,6 +148,7 @@ class MemoryStore:
             return False
         if current is None:
             self.runs[run.run_id] = self._new_run_row(run, now)
+            self._keep(run, now)
         self._first_row(run, now)
         self._scheduled_history(run, now)
         return current is None
@@ -148,6 +156,7 @@ class MemoryStore:
     async def write_new_run(self, run: NewRun, now: datetime) -> None:
         """The rows of a run nobody can have written yet (no condition: an upsert)."""
         self.runs[run.run_id] = self._new_run_row(run, now)
+        self._keep(run, now)
         self._first_row(run, now)
         self._scheduled_history(run, now)
 
@@ -174,6 +183,7 @@ class MemoryStore:
             current, status=RunStatus.RUNNING, attempt=attempt, lease_until=_stored(lease_until), worker=worker,
             started_at=_stored(now),
         )  # fmt: skip
+        self._keep(run, now, lease_until)
         return Transition(True)
 
     async def finish(
@@ -200,6 +210,7 @@ class MemoryStore:
                 last_error=result.error, due_at=_stored(result.retry_at) if result.retry_at else None,
                 lease_until=None,
             )  # fmt: skip
+            self._keep(run, now, result.retry_at)
         claim_us = min(epoch_us(run.scheduled_at), epoch_us(started_at)) + 2 * attempt
         self._history(run, result.status, attempt, now, max(epoch_us(now), claim_us + 1))
         self._attempt(
@@ -230,6 +241,7 @@ class MemoryStore:
             current, status=status, due_at=_stored(retry_at) if retry_at else None, last_error="lease expired",
             lease_until=None, finished_at=_stored(now),
         )  # fmt: skip
+        self._keep(run, now, retry_at)
         self._history(run, status, attempt, now, epoch_us(now))
         self._attempt(
             run.run_id, attempt, "lease_expired", finished_at=_stored(now), outcome=status.value,
@@ -247,7 +259,7 @@ class MemoryStore:
         return current.lease_until is None or current.lease_until <= now
 
     async def hold_lease(
-        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
     ) -> Transition:
         """The claim's lease replaced by `lease_until` if `attempt` holds the run under it; a moved lease kept."""
         self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
@@ -257,6 +269,7 @@ class MemoryStore:
         if current.lease_until != _stored(claimed_until):
             return Transition(True, lease_until=current.lease_until)
         self.runs[run.run_id] = replace(current, lease_until=_stored(lease_until))
+        self._keep(run, now, lease_until)
         return Transition(True, lease_until=_stored(lease_until))
 
     async def report_completion(self, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
@@ -271,6 +284,7 @@ class MemoryStore:
         ):
             return Transition(False, _found(current))
         self.runs[run.run_id] = replace(current, reported={**current.reported, attempt: report})
+        self._keep(run, now)
         return Transition(True)
 
     async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
@@ -284,6 +298,7 @@ class MemoryStore:
         if current is None or current.status not in RUNNABLE:
             return False
         self.runs[run.run_id] = replace(current, status=RunStatus.CANCELLED, finished_at=_stored(now))
+        self._keep(run, now)
         self._history(run, RunStatus.CANCELLED, current.attempt, now, epoch_us(now))
         return True
 
@@ -390,12 +405,13 @@ class MemoryStore:
         run = self.runs.get(run_id)
         return None if run is None else DueState(run.status, run.attempt, run.due_at)
 
-    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+    async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:
         """Move the due time if the run is still `status` at `attempt`."""
-        run = self.runs.get(run_id)
-        if run is None or (run.status, run.attempt) != (status, attempt):
+        current = self.runs.get(run.run_id)
+        if current is None or (current.status, current.attempt) != (status, attempt):
             return False
-        self.runs[run_id] = replace(run, due_at=_stored(due_at))
+        self.runs[run.run_id] = replace(current, due_at=_stored(due_at))
+        self._keep(run, now, due_at)
         return True
 
     async def write_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
@@ -436,9 +452,10 @@ class MemoryStore:
         """The tenant, or one with no settings when it has no row."""
         return self.tenants.get(tenant_id) or Tenant(tenant_id, "", None, ())
 
-    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int, run_retention_s: int) -> None:
         """The letter, and the run's `dead_at`."""
         letter = replace(letter, dead_at=_stored(letter.dead_at))
         self.dead_letters[(letter.tenant_id, letter.run_id)] = letter
         if letter.run_id in self.runs:
             self.runs[letter.run_id] = replace(self.runs[letter.run_id], dead_at=letter.dead_at)
+            self.kept_until[letter.run_id] = letter.dead_at + timedelta(seconds=run_retention_s)

@@ -82,7 +82,7 @@ class RunStore(Protocol):
         ...
 
     async def hold_lease(
-        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
     ) -> Transition:
         """An asynchronous run's target answered 202: its claim's lease `claimed_until` becomes `lease_until` if
         `attempt` still holds the run; a lease a heartbeat already moved is kept (applied, with that lease)."""
@@ -161,8 +161,8 @@ class TenantStore(Protocol):
 class DeadLetterStore(Protocol):
     """Dead letters as a worker writes them."""
 
-    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
-        """Write the letter (kept `ttl_s`) and stamp the run's `dead_at`."""
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int, run_retention_s: int) -> None:
+        """Write the letter (kept `ttl_s`) and stamp the run's `dead_at` (kept `run_retention_s`, as its run)."""
         ...
 
 
@@ -174,7 +174,7 @@ class HistoryStore(Protocol):
         ...
 
 
-class FarStore(Protocol):
+class FarStore(TenantStore, Protocol):
     """`runs_far`: first attempts due beyond the far horizon, by (UTC day, shard), until the mover moves them."""
 
     async def read_far_day(self, day: datetime, shard: int) -> list[NewRun]:
@@ -214,7 +214,7 @@ class JobScanStore(Protocol):
         ...
 
 
-class ReconcilerStore(RunStore, JobScanStore, Protocol):
+class ReconcilerStore(RunStore, JobScanStore, TenantStore, Protocol):
     """What the reconciler compares and repairs."""
 
     async def version_started_at(self, job_id: uuid.UUID, version: int) -> datetime | None:
@@ -226,7 +226,7 @@ class ReconcilerStore(RunStore, JobScanStore, Protocol):
         ...
 
 
-class SweeperStore(ChainStore, JobScanStore, Protocol):
+class SweeperStore(ChainStore, JobScanStore, TenantStore, Protocol):
     """What the coordinator's sweeper reads and repairs."""
 
     async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
@@ -237,7 +237,7 @@ class SweeperStore(ChainStore, JobScanStore, Protocol):
         """The run's status, attempt and due time."""
         ...
 
-    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+    async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:
         """Move the run's due time if it is still `status` at `attempt`."""
         ...
 
@@ -250,7 +250,7 @@ class SweeperStore(ChainStore, JobScanStore, Protocol):
         ...
 
 
-class DispatcherStore(ChainStore, DueRowStore, CheckpointStore, Protocol):
+class DispatcherStore(ChainStore, DueRowStore, CheckpointStore, TenantStore, Protocol):
     """Everything the dispatcher engine needs of the store."""
 
 
