@@ -4,6 +4,7 @@ every run row it writes (claims, outcomes, attempts, lease expiries)."""
 from __future__ import annotations
 
 import dataclasses
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -52,6 +53,16 @@ def within_retention(ttl: int | None, days: int) -> bool:
     return ttl is not None and days * DAY_S - SLACK_S <= ttl <= days * DAY_S + LATER_S
 
 
+async def attempt_kinds(scene: Scene, run_id: uuid.UUID) -> list[str]:
+    return [a["kind"] for a in await scene.store.execute("SELECT kind FROM run_attempts WHERE run_id = ?", [run_id])]
+
+
+async def dead_at_ttl(scene: Scene, run_id: uuid.UUID) -> int | None:
+    [row] = await scene.store.execute("SELECT TTL(dead_at) AS ttl FROM runs WHERE run_id = ?", [run_id])
+    ttl: int | None = row["ttl"]
+    return ttl
+
+
 @pytest.mark.parametrize("days", [3, 90])
 async def test_every_run_row_the_worker_writes_lives_for_the_tenants_run_retention(scene: Scene, days: int) -> None:
     await change_tenant(scene.store, scene.tenant, TenantChange(retention_days=days))
@@ -62,6 +73,11 @@ async def test_every_run_row_the_worker_writes_lives_for_the_tenants_run_retenti
     assert (await runs.claim(scene.store, lapsed, 0, "gone", now - timedelta(seconds=1), now)).applied
     await scene.wait_status(retried.run_id, "DEAD")
     await scene.wait_status(lapsed.run_id, "SUCCEEDED")
+    # The attempt rows follow the outcome's LWT: wait for all of them.
+    assert await eventually(lambda: attempt_kinds(scene, retried.run_id), lambda k: len(k) == 3) == ["call"] * 3
+    assert await eventually(lambda: attempt_kinds(scene, lapsed.run_id), lambda k: len(k) == 2) == [
+        "lease_expired", "call",
+    ]  # fmt: skip
     for run in (retried, lapsed):
         [row] = await scene.store.execute(
             "SELECT TTL(status) AS status, TTL(worker) AS worker, TTL(finished_at) AS finished FROM runs"
@@ -76,9 +92,5 @@ async def test_every_run_row_the_worker_writes_lives_for_the_tenants_run_retenti
             "SELECT kind, TTL(outcome) AS ttl FROM run_attempts WHERE run_id = ?", [run.run_id]
         )
         assert attempts and all(within_retention(a["ttl"], days) for a in attempts), attempts
-    [dead] = await scene.store.execute("SELECT TTL(dead_at) AS ttl FROM runs WHERE run_id = ?", [retried.run_id])
-    assert within_retention(dead["ttl"], days), "the run's retention, not the dead letter's"
-    kinds = [a["kind"] for a in await scene.store.execute(
-        "SELECT kind FROM run_attempts WHERE run_id = ?", [lapsed.run_id]
-    )]  # fmt: skip
-    assert kinds == ["lease_expired", "call"]
+    dead_ttl = await eventually(lambda: dead_at_ttl(scene, retried.run_id), lambda ttl: ttl is not None)  # after DEAD
+    assert within_retention(dead_ttl, days), "the run's retention, not the dead letter's"
