@@ -66,8 +66,15 @@ async def test_runs_made_by_create_edit_trigger_and_backfill_keep_the_tenants_re
     assert kept_for(await run_ttl(store, first), first_at, kept)
     assert kept_for(await history_ttl(store, job_id, first), first_at, kept)
 
+    for version, change in enumerate(({"labels": {"team": "data"}}, {"state": "PAUSED"}, {"state": "ACTIVE"}), 1):
+        answer = await alice.call("PATCH", f"/v1/jobs/{job_id}", json=change, headers={"If-Match": str(version)})
+        assert answer.status == 200, await answer.text()
+    resumed = await (await alice.call("GET", f"/v1/jobs/{job_id}")).json()
+    assert resumed["next_run_id"] == str(first), "the same occurrence: retargeted, cancelled, revived"
+    assert kept_for(await run_ttl(store, first, "job_version"), first_at, kept)
+    assert kept_for(await run_ttl(store, first, "status"), first_at, kept)
     edit = {"schedule": {"type": "cron", "expr": "30 9 * * *", "tz": "Europe/Paris"}}
-    edited = await (await alice.call("PATCH", f"/v1/jobs/{job_id}", json=edit, headers={"If-Match": "1"})).json()
+    edited = await (await alice.call("PATCH", f"/v1/jobs/{job_id}", json=edit, headers={"If-Match": "4"})).json()
     assert kept_for(await run_ttl(store, first, "finished_at"), first_at, kept), "the replaced run, cancelled"
     second, second_at = uuid.UUID(edited["next_run_id"]), datetime.fromisoformat(edited["next_run_at"])
     assert kept_for(await run_ttl(store, second), second_at, kept)
