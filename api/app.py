@@ -10,7 +10,7 @@ from aiohttp import web
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import ApiStore
 
 from . import backfill, batch, console, dead_letters, history, jobs, meta, named, operator, runs, schedules, upcoming
 from .auth import authenticate
@@ -36,7 +36,7 @@ ROUTE_TABLES = (
 
 def make_app(
     settings: Settings,
-    store: CassandraStore,
+    store: ApiStore,
     producer: KafkaProducer,
     redis: RedisClient,
     *,

@@ -16,9 +16,9 @@ from tickwheel import metrics
 from tickwheel.core.changes import json_diff
 from tickwheel.core.retention import retention_s
 from tickwheel.errors import TickwheelError
-from tickwheel.store import audit
 from tickwheel.store.audit import JobChangeRecord
 from tickwheel.store.jobs import Job, JobState
+from tickwheel.store.ports import KeptChange
 
 from .context import api_of, key_id_of, tenant_of
 from .wire import definition_document
@@ -60,14 +60,14 @@ def _change(
     return change, retention_s(api.settings.retention.audit_days, tenant.retention_days)
 
 
-def creation_row(request: web.Request, job: Job) -> tuple[str, list[Any]]:
-    """The audit row of a create, written in the create's own batch (so it is there exactly when the job is, and
-    costs no statement of its own); count it with `created` once the batch applied."""
-    return audit.change_row(*_change(request, "create", None, job, None))
+def creation_change(request: web.Request, job: Job) -> KeptChange:
+    """The audit change of a create, written in the create's own batch (so it is there exactly when the job is,
+    and costs no statement of its own); count it with `created` once the batch applied."""
+    return _change(request, "create", None, job, None)
 
 
 def created() -> None:
-    """Count a create's audit row, written in the create's batch (`creation_row`)."""
+    """Count a create's audit row, written in the create's batch (`creation_change`)."""
     metrics.audit_records.labels("create").inc()
 
 
@@ -78,7 +78,7 @@ async def record(
     change, ttl_s = _change(request, action, before, after, detail)
     tenant = tenant_of(request)
     try:
-        await audit.record_change(api_of(request).store, change, ttl_s)
+        await api_of(request).store.record_change(change, ttl_s)
     except TickwheelError:
         metrics.audit_write_failures.inc()
         log.error("audit record of %s not written", action, extra={"tenant": tenant.tenant_id, "job_id": after.job_id})

@@ -82,8 +82,8 @@ async def tenant_for_key(api: Api, key: str, client: str) -> Tenant:
         await _count_failure(api, key, client)
         raise Unauthorized("the API key is unknown or revoked")
     await _refuse_if_throttled(api, key, client)
-    tenant_id = await tenants.authenticate(api.store, key)
-    tenant = None if tenant_id is None else await tenants.get_tenant(api.store, tenant_id)
+    tenant_id = await api.store.authenticate(key)
+    tenant = None if tenant_id is None else await api.store.get_tenant(tenant_id)
     if tenant is None:
         _remember(api.failed_keys, key_hash, now + api.settings.api.auth_negative_cache_s)
         await _count_failure(api, key, client)

@@ -1,4 +1,4 @@
-"""What every handler works with: settings, the store, the producer, Redis and the clock."""
+"""What every handler works with: settings, the store (its port, `ApiStore`), the producer, Redis and the clock."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.retention import retention_s
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
-from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import ApiStore
 from tickwheel.store.tenants import Tenant
 
 from .cursors import CursorSealer
@@ -26,7 +26,7 @@ def utc_now() -> datetime:
 @dataclass(frozen=True, slots=True)
 class Api:
     settings: Settings
-    store: CassandraStore
+    store: ApiStore
     producer: KafkaProducer
     redis: RedisClient
     clock: Callable[[], datetime] = utc_now

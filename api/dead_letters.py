@@ -11,9 +11,8 @@ from tickwheel import metrics
 from tickwheel.core.instants import parse_instant
 from tickwheel.egress import canonical_host
 from tickwheel.errors import Conflict, InvalidInput, NotFound
-from tickwheel.store import dead_letters as letters
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.jobs import JobState, get_job
+from tickwheel.store.jobs import JobState
 from tickwheel.store.records import DeadLetter
 
 from . import audit
@@ -52,8 +51,7 @@ async def list_letters(request: web.Request) -> web.Response:
         "until": query_instant(request, "until"),
     }
     scope = "dead|" + "|".join(str(v) for v in filters.values())
-    rows, next_cursor = await letters.list_dead_letters(
-        api.store,
+    rows, next_cursor = await api.store.list_dead_letters(
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
         cursor=api.cursors.unseal(tenant.tenant_id, scope, query.get("cursor")),
@@ -66,12 +64,12 @@ async def list_letters(request: web.Request) -> web.Response:
 async def _redrive(request: web.Request, letter: DeadLetter, now: datetime) -> bool:
     """Redrive for the job's current version; a paused or deleted job is refused (its runs would be cancelled)."""
     api = api_of(request)
-    job = await get_job(api.store, letter.job_id)
+    job = await api.store.get_job(letter.job_id)
     if job is None or job.state is not JobState.ACTIVE:
         state = "deleted" if job is None or job.state is JobState.DELETED else "paused"
         raise Conflict(f"job {letter.job_id} is {state}; resume it before redriving its runs")
-    run = await letters.redrive_dead_letter(
-        api.store, letter, now, now, job_version=job.version, retention_s=run_retention_s(request)
+    run = await api.store.redrive_dead_letter(
+        letter, now, now, job_version=job.version, retention_s=run_retention_s(request)
     )
     if run is None:
         return False
@@ -96,7 +94,7 @@ async def redrive_one(request: web.Request) -> web.Response:
 async def letter_for_tenant(request: web.Request, absent: str = "") -> DeadLetter:
     """The caller's live dead letter of the run in the path (404 otherwise, with `absent` as a hint)."""
     run_id = path_uuid(request, "run_id", "dead letter")
-    letter = await letters.get_dead_letter(api_of(request).store, tenant_of(request).tenant_id, run_id)
+    letter = await api_of(request).store.get_dead_letter(tenant_of(request).tenant_id, run_id)
     if letter is None:
         raise NotFound(f"no dead letter for run {run_id}{absent}")
     return letter
@@ -138,8 +136,7 @@ def _bulk_filters(document: Any) -> dict[str, Any]:
 async def _matching(request: web.Request, document: dict[str, Any]) -> list[DeadLetter]:
     """The tenant's letters a bulk body's filters select (at most its `limit`), newest first."""
     api, tenant = api_of(request), tenant_of(request)
-    rows, _ = await letters.list_dead_letters(
-        api.store,
+    rows, _ = await api.store.list_dead_letters(
         tenant.tenant_id,
         limit=document.get("limit", BULK_MAX),
         job_id=parse_uuid(document["jobId"], "jobId") if "jobId" in document else None,
@@ -173,7 +170,7 @@ async def purge_one(request: web.Request) -> web.Response:
 
 async def _purge_one(request: web.Request) -> web.Response:
     letter = await letter_for_tenant(request)
-    await letters.purge_dead_letter(api_of(request).store, letter)
+    await api_of(request).store.purge_dead_letter(letter)
     metrics.dead_letters_purged.labels("one").inc()
     return web.Response(status=204)
 
@@ -193,6 +190,6 @@ async def _purge_many(request: web.Request, body: bytes) -> web.Response:
     if document.get("dryRun", False):
         return json_response({"dry_run": True, "matched": len(rows), "run_ids": run_ids})
     for row in rows:
-        await letters.purge_dead_letter(api.store, row)
+        await api.store.purge_dead_letter(row)
     metrics.dead_letters_purged.labels("bulk").inc(len(rows))
     return json_response({"dry_run": False, "matched": len(rows), "purged": len(rows), "run_ids": run_ids})

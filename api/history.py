@@ -6,7 +6,6 @@ from typing import Any
 
 from aiohttp import web
 
-from tickwheel.store import audit
 from tickwheel.store.audit import JobChangeRecord
 
 from .context import api_of, tenant_of
@@ -35,8 +34,7 @@ async def job_history(request: web.Request) -> web.Response:
     api, tenant = api_of(request), tenant_of(request)
     job = await job_for_tenant(request)
     scope = f"history|{job.job_id}"
-    changes, next_cursor = await audit.job_changes(
-        api.store,
+    changes, next_cursor = await api.store.job_changes(
         job.job_id,
         limit=page_limit(request, api.settings.api.page_size_max),
         cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),

@@ -79,16 +79,16 @@ async def idempotent(request: web.Request, body: bytes, handle: Callable[[], Awa
     api, tenant = api_of(request), tenant_of(request)
     ttl_s = api.settings.api.idempotency_ttl_s
     digest = _digest(request, body)
-    reservation = await idempotency.reserve(api.store, tenant.tenant_id, key, digest, api.clock(), ttl_s)
+    reservation = await api.store.reserve_key(tenant.tenant_id, key, digest, api.clock(), ttl_s)
     if not reservation.reserved:
         return _replay(reservation, digest)
     try:
         response = await handle()
     except BaseException:
-        await idempotency.release(api.store, tenant.tenant_id, key)
+        await api.store.release_key(tenant.tenant_id, key)
         raise
     stored = {"body": response.text, "headers": {h: response.headers[h] for h in KEPT_HEADERS if h in response.headers}}
-    await idempotency.complete(api.store, tenant.tenant_id, key, digest, response.status, json.dumps(stored), ttl_s)
+    await api.store.complete_key(tenant.tenant_id, key, digest, response.status, json.dumps(stored), ttl_s)
     return response
 
 

@@ -20,8 +20,6 @@ from tickwheel.core.schedule import Schedule
 from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
-from tickwheel.store import names, run_history
-from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobChange, JobState
 from tickwheel.store.records import RunStatus
@@ -76,10 +74,10 @@ async def _replayed_job(
         first = job_store.occurrence_run(
             job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at, retention_s=retention_s
         )
-        if await run_store.get_run(api.store, first.run_id) is None:
+        if await api.store.get_run(first.run_id) is None:
             if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
                 raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
-            await job_store.complete_keyed_job(api.store, job, first, now)
+            await api.store.complete_keyed_job(job, first, now)
     return job
 
 
@@ -91,8 +89,9 @@ async def job_for_tenant(request: web.Request) -> Job:
     if name is None:
         job_id: uuid.UUID | None = path_uuid(request, "job_id", "job")
     else:
-        job_id = await names.job_id_named(api.store, tenant.tenant_id, name)
-    job = None if job_id is None else await job_store.get_job(api.store, job_id)
+        claimed = await api.store.name_claim(tenant.tenant_id, name)
+        job_id = claimed.job_id if claimed else None
+    job = None if job_id is None else await api.store.get_job(job_id)
     if job is None or job.tenant_id != tenant.tenant_id:
         raise NotFound(f"no job {job_id}" if name is None else f"no job named {name!r}")
     return job
@@ -141,13 +140,13 @@ async def create(
         run.scheduled_at, run.run_id, 0, None, None, now, now,
     )  # fmt: skip
     await quotas.take_job_slot(api, tenant)
-    audit_row = [audit.creation_row(request, job)]
+    audit_change = audit.creation_change(request, job)
     try:
         existing = None
         if keyed is None:
-            await job_store.create_job(api.store, job, run, now, also=audit_row)
+            await api.store.create_audited_job(job, run, now, audit_change)
         else:
-            existing = await job_store.create_keyed_job(api.store, job, run, now, keyed.request_hash, also=audit_row)
+            existing = await api.store.create_keyed_job(job, run, now, keyed.request_hash, audit_change)
     except BaseException:
         await quotas.give_back_job_slot(api, tenant)
         raise
@@ -171,15 +170,14 @@ async def list_jobs(request: web.Request) -> web.Response:
     if label is not None and "=" not in label:
         raise InvalidInput("label filters are key=value", field="label")
     scope = f"jobs|{state}|{label}"
-    ids, next_cursor = await job_store.list_job_ids(
-        api.store,
+    ids, next_cursor = await api.store.list_job_ids(
         tenant.tenant_id,
         limit=page_limit(request, api.settings.api.page_size_max),
         cursor=api.cursors.unseal(tenant.tenant_id, scope, request.query.get("cursor")),
         state=state,
         label=label,
     )
-    found = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
+    found = await asyncio.gather(*(api.store.get_job(job_id) for job_id in ids))
     shown = [job for job in found if job is not None and job.state is not JobState.DELETED]
     # A once job's next run is over once its run finished: that is in its history, not on the job row.
     last = await asyncio.gather(*(_last_run(request, job) for job in shown if job.definition.schedule.type == "once"))
@@ -202,13 +200,13 @@ async def _last_run(request: web.Request, job: Job) -> dict[str, Any] | None:
     """The newest run whose time has come (the scheduled next run is reported as `next_run_at`). The history
     records outcomes; a run it still shows SCHEDULED may have started since, which only its run row tells."""
     store = api_of(request).store
-    entries = await run_history.latest(store, job.job_id, 5)
+    entries = await store.latest_runs(job.job_id, 5)
     now = api_of(request).clock()
     for entry in entries:
         if entry.scheduled_at > now:
             continue
         if entry.status is RunStatus.SCHEDULED:
-            live = await run_store.get_run(store, entry.run_id)
+            live = await store.get_run(entry.run_id)
             entry = dataclasses.replace(entry, status=live.status, attempt=live.attempt) if live else entry
         if entry.run_id != job.next_run_id or entry.status is not RunStatus.SCHEDULED:
             return {
@@ -294,7 +292,7 @@ async def apply_change(
     request: web.Request, job: Job, change: JobChange, run: NewRun | None, now: datetime
 ) -> web.Response:
     api = api_of(request)
-    applied, found = await job_store.reschedule(api.store, job, change, run, now, retention_s=run_retention_s(request))
+    applied, found = await api.store.reschedule(job, change, run, now, retention_s=run_retention_s(request))
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found})", field="If-Match")
     if run is not None:
@@ -327,7 +325,7 @@ async def _delete(request: web.Request) -> web.Response:
         expected_version(request, job)
     now = api.clock()
     change = JobChange(JobState.DELETED, job.definition, None, None)
-    applied, found = await job_store.reschedule(api.store, job, change, None, now, retention_s=run_retention_s(request))
+    applied, found = await api.store.reschedule(job, change, None, now, retention_s=run_retention_s(request))
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found}); retry", field="If-Match")
     await quotas.give_back_job_slot(api, tenant_of(request))

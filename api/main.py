@@ -12,6 +12,7 @@ from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store import audit, jobs, runs, tenants
 from tickwheel.store.cassandra import CassandraStore, statements_of
+from tickwheel.store.tables import CassandraTables
 
 from .app import make_app
 
@@ -26,7 +27,7 @@ async def serve(settings: Settings) -> None:
     await store.prepare_all(statements_of(audit, jobs, runs, tenants))
     producer = KafkaProducer(settings.kafka)
     redis = RedisClient(settings.redis)
-    runner = web.AppRunner(make_app(settings, store, producer, redis), access_log=None)
+    runner = web.AppRunner(make_app(settings, CassandraTables(store), producer, redis), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.api.host, settings.api.port)
     await site.start()

@@ -20,9 +20,8 @@ from aiohttp import web
 from schemas.messages import JobDefinition
 from tickwheel.core.schedule import Schedule
 from tickwheel.errors import Conflict, InvalidInput, PreconditionFailed
-from tickwheel.store import jobs as job_store
-from tickwheel.store import names
 from tickwheel.store.jobs import Job, JobState
+from tickwheel.store.names import NameClaim
 
 from . import jobs
 from .context import api_of, run_retention_s, tenant_of
@@ -52,8 +51,8 @@ async def _put(request: web.Request, body: bytes) -> web.Response:
     api, tenant = api_of(request), tenant_of(request)
     name = request.match_info["name"]
     document = parse_json(body)
-    claimed = await names.claim_of(api.store, tenant.tenant_id, name)
-    current = None if claimed is None else await job_store.get_job(api.store, claimed.job_id)
+    claimed = await api.store.name_claim(tenant.tenant_id, name)
+    current = None if claimed is None else await api.store.get_job(claimed.job_id)
     now = api.clock()
     if current is not None and current.state is not JobState.DELETED:
         definition, schedule = jobs.parse_definition(api, request, _named_document(document, name, current), now)
@@ -63,22 +62,22 @@ async def _put(request: web.Request, body: bytes) -> web.Response:
         raise PreconditionFailed(f"there is no job named {name!r} to match", field="If-Match")
     job_id = uuid.uuid4()
     if claimed is None:
-        taken = await names.claim(api.store, tenant.tenant_id, name, job_id, now)
+        taken = await api.store.claim_name(tenant.tenant_id, name, job_id, now)
     elif current is None and _may_be_in_progress(claimed, now):
         taken = False  # its job is not written yet: maybe another PUT is creating it right now
     else:
-        taken = await names.move(api.store, tenant.tenant_id, name, claimed.job_id, job_id, now)
+        taken = await api.store.move_name(tenant.tenant_id, name, claimed.job_id, job_id, now)
     if not taken:
         raise Conflict(f"another request is creating the job named {name!r}; retry", field="name", retry_after_s=1)
     try:
         job, _ = await jobs.create(request, definition, schedule, job_id, now)
     except BaseException:
-        await names.release(api.store, tenant.tenant_id, name, job_id)
+        await api.store.release_name(tenant.tenant_id, name, job_id)
         raise
     return json_response(job_document(job), status=201, etag=job.version, location=f"/v1/jobs/{job_id}")
 
 
-def _may_be_in_progress(claimed: names.NameClaim, now: datetime) -> bool:
+def _may_be_in_progress(claimed: NameClaim, now: datetime) -> bool:
     """A claim whose job is missing is a create in progress for CREATE_WINDOW, then a create that died."""
     return claimed.claimed_at is None or now - claimed.claimed_at < CREATE_WINDOW
 

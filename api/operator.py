@@ -21,7 +21,6 @@ from aiohttp import web
 from schemas.messages import LANES, topic_names, worker_group
 from tickwheel.bus.kafka import consumer_lag
 from tickwheel.errors import Unauthorized
-from tickwheel.store import checkpoints, operator, tenants
 from tickwheel.store.checkpoints import Checkpoint
 
 from .context import api_of
@@ -73,7 +72,7 @@ async def lanes(request: web.Request) -> web.Response:
 async def shards(request: web.Request) -> web.Response:
     """Every shard's owner and epoch as its checkpoint last recorded them, and the contiguous ranges they form."""
     api = api_of(request)
-    found = await checkpoints.read(api.store, range(api.settings.shards))
+    found = await api.store.read_checkpoints(range(api.settings.shards))
     now = api.clock()
     cells = [
         {"shard": s, "owner": c.owner, "epoch": c.owner_epoch, "fired_through": instant(c.fired_through)}
@@ -110,7 +109,7 @@ async def forecast(request: web.Request) -> web.Response:
     api = api_of(request)
     minutes = page_limit(request, 60, name="minutes", default=api.settings.coordinator.forecast_minutes)
     start = api.clock().replace(second=0, microsecond=0)
-    counts = await operator.due_per_minute(api.store, start, minutes, api.settings.shards)
+    counts = await api.store.due_per_minute(start, minutes, api.settings.shards)
     return json_response({"start": instant(start), "bucket_s": 60, "counts": counts})
 
 
@@ -118,7 +117,7 @@ async def forecast(request: web.Request) -> web.Response:
 @operator_only
 async def sweeper(request: web.Request) -> web.Response:
     """Sweeps finished and the repairs they made, by reason, since the keyspace was made."""
-    sweeps, repairs = await operator.sweeper_counts(api_of(request).store)
+    sweeps, repairs = await api_of(request).store.sweeper_counts()
     return json_response({"sweeps": sweeps, "repairs": repairs})
 
 
@@ -128,13 +127,13 @@ async def dead_letters(request: web.Request) -> web.Response:
     """Dead letters per tenant over the last hour and the last day, busiest tenants first."""
     api = api_of(request)
     now = api.clock()
-    listed = (await tenants.list_tenants(api.store))[:MAX_TENANTS]
+    listed = (await api.store.list_tenants())[:MAX_TENANTS]
     gate = asyncio.Semaphore(16)
 
     async def counts(tenant_id: str) -> list[int]:
         async with gate:
             return [
-                await operator.dead_letters_since(api.store, tenant_id, now - timedelta(seconds=s))
+                await api.store.dead_letters_since(tenant_id, now - timedelta(seconds=s))
                 for s in DEAD_WINDOWS_S
             ]
 

@@ -12,7 +12,6 @@ from typing import Any, TypeVar
 
 from tickwheel.errors import InvalidInput, QuotaExceeded, Unauthorized, Unavailable
 from tickwheel.flow.redis import REDIS_DOWN
-from tickwheel.store.jobs import count_jobs
 from tickwheel.store.tenants import Tenant
 
 from .context import Api
@@ -93,7 +92,7 @@ async def take_job_slot(api: Api, tenant: Tenant) -> None:
     key = api.redis.key("jobs", tenant.tenant_id)
     used = int(await redis_call(lambda: api.redis.run_script(TAKE_JOB_SLOT, [key], [limit])))
     if used == -1:
-        seed = await count_jobs(api.store, tenant.tenant_id)
+        seed = await api.store.count_jobs(tenant.tenant_id)
         await redis_call(lambda: api.redis.set_if_absent(key, seed))
         used = int(await redis_call(lambda: api.redis.run_script(TAKE_JOB_SLOT, [key], [limit])))
     if used == -2:

@@ -11,9 +11,6 @@ from aiohttp import web
 from schemas.messages import AsyncCompletionDoc, CompletionReport, encode
 from tickwheel import metrics
 from tickwheel.errors import Conflict, InvalidInput, NotFound
-from tickwheel.store import jobs as job_store
-from tickwheel.store import run_history
-from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.records import Found, Run, RunStatus
 
@@ -34,7 +31,7 @@ STATUSES = {s.value for s in RunStatus}
 async def run_for_tenant(request: web.Request) -> Run:
     """The caller's run named in the path (404 when it has none by that id)."""
     run_id = path_uuid(request, "run_id", "run")
-    run = await run_store.get_run(api_of(request).store, run_id)
+    run = await api_of(request).store.get_run(run_id)
     if run is None or run.tenant_id != tenant_of(request).tenant_id:
         raise NotFound(f"no run {run_id}")
     return run
@@ -48,8 +45,7 @@ async def list_runs(request: web.Request) -> web.Response:
     if status is not None and status not in STATUSES:
         raise InvalidInput(f"status must be one of {', '.join(sorted(STATUSES))}", field="status")
     scope = f"runs|{job.job_id}|{status}"
-    entries, next_cursor = await run_history.page_of_job(
-        api.store,
+    entries, next_cursor = await api.store.runs_page(
         job.job_id,
         status,
         page_size=page_limit(request, api.settings.api.page_size_max),
@@ -72,7 +68,7 @@ async def list_runs(request: web.Request) -> web.Response:
 @routes.get("/v1/runs/{run_id}")
 async def get_run(request: web.Request) -> web.Response:
     run = await run_for_tenant(request)
-    attempts = await run_store.get_attempts(api_of(request).store, run.run_id)
+    attempts = await api_of(request).store.get_attempts(run.run_id)
     document = run_document(run)
     document["attempts"] = [
         {
@@ -127,9 +123,7 @@ async def _heartbeat(request: web.Request, body: bytes) -> web.Response:
         if lease_until <= now:
             raise Conflict(f"the run's maximum lease ({completion.max_lease_s} s from its claim) has passed",
                            field="attempt")  # fmt: skip
-    transition = await run_store.extend_lease(
-        api.store, run.run_id, attempt, lease_until, now, run_retention_s(request)
-    )
+    transition = await api.store.extend_lease(run.run_id, attempt, lease_until, now, run_retention_s(request))
     if not transition.applied or transition.lease_until is None:
         raise _not_holding(attempt, transition.found)
     return json_response({"id": str(run.run_id), "attempt": attempt, "lease_until": instant(transition.lease_until)})
@@ -137,7 +131,7 @@ async def _heartbeat(request: web.Request, body: bytes) -> web.Response:
 
 async def _async_completion_of(request: web.Request, run: Run) -> AsyncCompletionDoc | None:
     """The run's job's asynchronous-completion settings (None: the job did not opt in, or is gone)."""
-    job = await job_store.get_job(api_of(request).store, run.job_id)
+    job = await api_of(request).store.get_job(run.job_id)
     return None if job is None else job.definition.async_completion
 
 
@@ -186,7 +180,7 @@ async def _complete(request: web.Request, body: bytes) -> web.Response:
     now = api.clock()
     report = CompletionReport(report.outcome, report.detail, int(now.timestamp() * 1000))
     held = run.identity(run_retention_s(request))
-    transition = await run_store.report_completion(api.store, held, attempt, encode(report).decode(), now)
+    transition = await api.store.report_completion(held, attempt, encode(report).decode(), now)
     if not transition.applied:
         metrics.async_completions.labels("refused").inc()
         found = transition.found

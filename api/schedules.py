@@ -26,7 +26,6 @@ from tickwheel.core.policies import CatchUpPolicy
 from tickwheel.core.schedule import catch_up, next_fire, preview
 from tickwheel.errors import Conflict, InvalidInput
 from tickwheel.model import catch_up_of, schedule_of
-from tickwheel.store import runs as run_store
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import Job, JobState, occurrence_run, run_of
 from tickwheel.store.runs import NewRun
@@ -91,7 +90,7 @@ async def _trigger(request: web.Request, body: bytes) -> web.Response:
     at = whole_ms(_trigger_at(asked, now))
     _check_state(job, asked.force)
     run = requested_run(job, "trigger", at, run_retention_s(request), forced=asked.force)
-    await run_store.create_run(api.store, run, now)
+    await api.store.create_run(run, now)
     await api.near.announce_if_near(due_run_for(run), now)
     detail = {"run_id": str(run.run_id), "at": instant(at), "forced": run.forced}
     await audit.record(request, "trigger", job, job, detail)
@@ -235,5 +234,5 @@ async def _catch_up_at(request: web.Request, job: Job, until: datetime, now: dat
             retention_s=run_retention_s(request),
         )  # fmt: skip
         run = dataclasses.replace(run, fire_at=until)
-        await run_store.create_run(api.store, run, now)
+        await api.store.create_run(run, now)
         await api.near.announce_if_near(due_run_for(run), now)

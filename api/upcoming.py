@@ -16,7 +16,6 @@ from tickwheel.core.instants import whole_ms
 from tickwheel.core.load import DueCounts, due_counts
 from tickwheel.errors import InvalidInput
 from tickwheel.model import schedule_of
-from tickwheel.store import jobs as job_store
 from tickwheel.store.jobs import Job, JobState
 
 from . import quotas
@@ -64,8 +63,8 @@ async def _active_jobs(api: Api, tenant_id: str) -> tuple[list[Job], bool]:
     found: list[Job] = []
     cursor = None
     while len(found) < MAX_JOBS:
-        ids, cursor = await job_store.list_job_ids(api.store, tenant_id, limit=JOB_PAGE, cursor=cursor, state="ACTIVE")
-        jobs = await asyncio.gather(*(job_store.get_job(api.store, job_id) for job_id in ids))
+        ids, cursor = await api.store.list_job_ids(tenant_id, limit=JOB_PAGE, cursor=cursor, state="ACTIVE")
+        jobs = await asyncio.gather(*(api.store.get_job(job_id) for job_id in ids))
         found += [job for job in jobs if job is not None and job.state is JobState.ACTIVE]
         if cursor is None:
             return found, False

@@ -74,16 +74,16 @@ async def write_minute(store: CassandraStore, minute: datetime, count: int) -> N
 def engine_for(settings: Settings, store: CassandraStore, producer: KafkaProducer) -> Dispatcher:
     near = NearFeed(settings, KafkaConsumer(settings.kafka))
     engine = Dispatcher(settings, CassandraTables(store), producer, near, name="bench")
-    engine.member = "bench"
+    engine.ownership.member = "bench"
     engine.confirm_alive()
     return engine
 
 
 async def preload(engine: Dispatcher, minute: datetime) -> tuple[float, int]:
-    engine.owned = {s: ShardState(start=minute, scanned=True) for s in range(SHARDS)}
+    engine.table.owned = {s: ShardState(start=minute, scanned=True) for s in range(SHARDS)}
     started = time.perf_counter()
-    runs = await engine._read({s: minute for s in range(SHARDS)}, minute + timedelta(minutes=1))
-    engine._insert_all(runs)
+    runs = await engine.horizon.read({s: minute for s in range(SHARDS)}, minute + timedelta(minutes=1))
+    engine.table.insert_all(runs)
     return time.perf_counter() - started, len(runs)
 
 
@@ -122,13 +122,13 @@ def due_rows(count: int, first_ms: int, window_ms: int, attempt: int) -> list[Du
 
 
 async def fire(engine: Dispatcher, rows: list[DueRun]) -> float:
-    engine.owned = {s: ShardState(start=datetime.now(UTC), scanned=True) for s in range(SHARDS)}
-    engine.loaded_until = datetime.now(UTC) + timedelta(minutes=2)
-    engine._insert_all(rows)
+    engine.table.owned = {s: ShardState(start=datetime.now(UTC), scanned=True) for s in range(SHARDS)}
+    engine.table.loaded_until = datetime.now(UTC) + timedelta(minutes=2)
+    engine.table.insert_all(rows)
     first_due = min(r.fire_at_ms for r in rows)
-    task = asyncio.get_running_loop().create_task(engine._fire_loop())
-    target = engine.fired_count + len(rows)
-    while engine.fired_count < target:
+    task = asyncio.get_running_loop().create_task(engine.firing.loop())
+    target = engine.firing.fired_count + len(rows)
+    while engine.firing.fired_count < target:
         engine.confirm_alive()  # no ZooKeeper here: stand in for the membership's liveness probe
         await asyncio.sleep(0.01)
     elapsed = time.time() - first_due / 1000

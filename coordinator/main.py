@@ -10,7 +10,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -85,12 +85,12 @@ class Coordinator:
         self.zk.on_state(self._on_state)
         for path in (MEMBERS, LEAVING, "/coordinator"):
             await self.zk.ensure_path(path)
-        loops = (
-            self._election_loop, self._assign_loop, self._sweep_loop, self._forecast_loop, self._move_loop,
-            self._reconcile_loop,
-        )  # fmt: skip
-        for loop in (*loops, self._probe_loop):
+        for loop in (self._election_loop, self._assign_loop, self._forecast_loop, self._move_loop):
             self._spawn(loop())
+        cfg = self.settings.coordinator
+        self._spawn(self._every_while_leading(cfg.sweep_interval_s, self._sweep, "sweep"))
+        self._spawn(self._every_while_leading(cfg.reconcile_interval_s, self._reconcile, "reconciling"))
+        self._spawn(self._every_while_leading(cfg.member_probe_interval_s, self._probe, "probing the dispatchers"))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -207,36 +207,32 @@ class Coordinator:
         return new
 
     # -- sweeper and forecast -------------------------------------------------------------------------------
-    async def _sweep_loop(self) -> None:
+    async def _every_while_leading(self, interval_s: float, step: Callable[[], Awaitable[object]], what: str) -> None:
+        """Every `interval_s`, while this coordinator leads, run `step`; a failure is logged and the next interval
+        tries again (the sweep, the reconciliation and the member probe: each is safe to repeat)."""
         while True:
-            await asyncio.sleep(self.settings.coordinator.sweep_interval_s)
+            await asyncio.sleep(interval_s)
             if self.leader:
                 try:
-                    repairs = await self.sweeper.sweep(self.now())
-                    if repairs:
-                        log.warning("sweeper repaired %s", {r.value: n for r, n in repairs.items()})
+                    await step()
                 except Exception as exc:
-                    log.warning("sweep failed: %s", exc)
+                    log.warning("%s failed: %s", what, exc)
 
-    async def _reconcile_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.coordinator.reconcile_interval_s)
-            if self.leader and self.reconciler is not None:
-                try:
-                    findings = await self.reconciler.reconcile(self.now())
-                    if findings:
-                        log.warning("reconciler found %s", {v.value: n for v, n in findings.items()})
-                except Exception as exc:
-                    log.warning("reconciling failed: %s", exc)
+    async def _sweep(self) -> None:
+        repairs = await self.sweeper.sweep(self.now())
+        if repairs:
+            log.warning("sweeper repaired %s", {r.value: n for r, n in repairs.items()})
 
-    async def _probe_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.settings.coordinator.member_probe_interval_s)
-            if self.leader and self._members:
-                try:
-                    await self.probe.sweep(list(self._members))
-                except Exception as exc:
-                    log.warning("probing the dispatchers failed: %s", exc)
+    async def _reconcile(self) -> None:
+        if self.reconciler is None:
+            return
+        findings = await self.reconciler.reconcile(self.now())
+        if findings:
+            log.warning("reconciler found %s", {v.value: n for v, n in findings.items()})
+
+    async def _probe(self) -> None:
+        if self._members:
+            await self.probe.sweep(list(self._members))
 
     async def _move_loop(self) -> None:
         while True:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import socket
 import subprocess
 import sys
 import time
@@ -16,18 +15,13 @@ from pathlib import Path
 
 import pytest
 
+from benchmarks.private_platform import free_port
 from tickwheel.dev.platform import ready
 from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
 
 PROCESSES = ("api", "coordinator", "dispatcher", "worker")
 OPERATOR_KEY = f"op-{uuid.uuid4().hex}"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

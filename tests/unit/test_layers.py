@@ -171,3 +171,51 @@ def raw_clients_reached_through() -> list[str]:
 
 def test_no_process_reaches_through_an_adapter_to_its_raw_client() -> None:
     assert raw_clients_reached_through() == []
+
+
+# The API depends on its store port (`tickwheel.store.ports.ApiStore`), not on the Cassandra driver: only the
+# modules that build the store (the API process, the `tenants` operator commands) import the implementation.
+STORE_IMPLEMENTATIONS = ("tickwheel.store.cassandra", "tickwheel.store.tables")
+API_COMPOSITION = ("api/main.py", "api/commands.py")
+
+
+def _imported(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    if isinstance(node, ast.ImportFrom) and node.module:
+        return [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+    return []
+
+
+def store_bypasses(trees: list[tuple[str, ast.Module]]) -> list[str]:
+    """`path:line` of every import of a store implementation, and of every call handing a `.store` to a function
+    (`jobs.get_job(api.store, ...)`: a table module called with the driver instead of the port's method)."""
+    found = []
+    for relative, tree in trees:
+        if relative in API_COMPOSITION:
+            continue
+        for node in ast.walk(tree):
+            names = _imported(node)
+            if not isinstance(node, ast.stmt | ast.expr):
+                continue
+            if any(name == impl or name.startswith(impl + ".") for name in names for impl in STORE_IMPLEMENTATIONS):
+                found.append(f"{relative}:{node.lineno}")
+            if isinstance(node, ast.Call) and any(
+                isinstance(arg, ast.Attribute) and arg.attr == "store" for arg in node.args
+            ):
+                found.append(f"{relative}:{node.lineno}")
+    return found
+
+
+def test_the_api_reaches_the_store_only_through_its_port() -> None:
+    assert store_bypasses(list(modules(("api",)))) == []
+
+
+def test_the_store_check_finds_the_driver_and_a_table_module_called_with_it() -> None:
+    old = (
+        "from tickwheel.store.cassandra import CassandraStore\n"
+        "async def f(api):\n    return await jobs.get_job(api.store, 1)\n"
+        "async def g(api):\n    return await api.store.get_job(1)\n"
+    )
+    assert store_bypasses([("api/context.py", ast.parse(old))]) == ["api/context.py:1", "api/context.py:3"]
+    assert store_bypasses([("api/main.py", ast.parse(old))]) == []

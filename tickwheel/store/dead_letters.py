@@ -11,8 +11,9 @@ from typing import Any
 
 from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import RedriveStore
 from tickwheel.store.records import DeadLetter, Run, RunStatus, dead_letter_of
-from tickwheel.store.runs import get_run, redrive
+from tickwheel.store.runs import get_run
 
 
 async def add_dead_letter(
@@ -96,21 +97,27 @@ async def get_dead_letter(store: CassandraStore, tenant_id: str, run_id: uuid.UU
 
 
 async def redrive_dead_letter(
-    store: CassandraStore, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
+    store: RedriveStore, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
 ) -> Run | None:
     """Give the dead run one more attempt due at `due_at`, for the job at `job_version`, its rows kept for the
-    tenant's run retention `retention_s`; returns the run (as redriven), or None if it is no longer DEAD."""
-    run = await get_run(store, letter.run_id)
+    tenant's run retention `retention_s`; returns the run (as redriven), or None if it is no longer DEAD. Written
+    once against the port, so the twin runs this decision."""
+    run = await store.get_run(letter.run_id)
     if run is None or run.status is not RunStatus.DEAD:
         return None
     redriven = dataclasses.replace(run.identity(retention_s), job_version=job_version)
-    if not await redrive(store, redriven, run.attempt, due_at, now):
+    if not await store.redrive_run(redriven, run.attempt, due_at, now):
         return None
+    await store.mark_redriven(letter, now)
+    return dataclasses.replace(run, job_version=job_version, status=RunStatus.RETRY, due_at=due_at)
+
+
+async def mark_redriven(store: CassandraStore, letter: DeadLetter, now: datetime) -> None:
+    """Stamp the letter with when its run was redriven."""
     await store.execute(
         "UPDATE dead_letters SET redriven_at = ? WHERE tenant_id = ? AND dead_at = ? AND run_id = ?",
         [now, letter.tenant_id, letter.dead_at, letter.run_id],
     )
-    return dataclasses.replace(run, job_version=job_version, status=RunStatus.RETRY, due_at=due_at)
 
 
 async def purge_dead_letter(store: CassandraStore, letter: DeadLetter) -> None:

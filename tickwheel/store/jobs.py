@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,22 +18,14 @@ from tickwheel.core.instants import whole_ms
 from tickwheel.model import lane_of, recurs, tolerance_ms_of
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.ports import ReschedulingStore
 from tickwheel.store.records import Job as Job
+from tickwheel.store.records import JobChange as JobChange
 from tickwheel.store.records import JobHead, NewRun, Pointer, job_head_of
 from tickwheel.store.records import JobState as JobState
 from tickwheel.store.records import KeyedJob as KeyedJob
 from tickwheel.store.records import job_of as job_of
 from tickwheel.store.times import bound
-
-
-@dataclass(frozen=True, slots=True)
-class JobChange:
-    """The new values of an update (applied only if the job is still at `expected_version`)."""
-
-    state: JobState
-    definition: JobDefinition
-    next_run_at: datetime | None
-    next_run_id: uuid.UUID | None
 
 
 def occurrence_run(
@@ -245,7 +236,7 @@ async def count_jobs(store: CassandraStore, tenant_id: str) -> int:
 
 
 async def reschedule(
-    store: CassandraStore,
+    store: ReschedulingStore,
     job: Job,
     change: JobChange,
     next_run: NewRun | None,
@@ -259,21 +250,22 @@ async def reschedule(
     The version check makes the change atomic: of two racing updates only one passes it, and only that one
     touches the runs. The old run is cancelled unless it is the same occurrence, which then moves to the new
     version. If the process dies in between, the job names a run that is missing and the sweeper repairs it.
+    Written once against the port, so the in-memory twin runs this same decision.
     """
-    applied, found = await update_job(store, job, change, now)
+    applied, found = await store.update_job(job, change, now)
     if not applied:
         return False, found
     same = next_run is not None and next_run.run_id == job.next_run_id
     if job.next_run_id is not None and not same:
-        old = await runs.get_run(store, job.next_run_id)
+        old = await store.get_run(job.next_run_id)
         if old is not None:
-            await runs.cancel(store, old.identity(retention_s), now)
+            await store.cancel(old.identity(retention_s), now)
     if next_run is not None:
         if same:
-            await runs.retarget(store, next_run, now)
-        elif not await runs.create_run(store, next_run, now):
+            await store.retarget_run(next_run, now)
+        elif not await store.create_run(next_run, now):
             # The same occurrence was cancelled earlier (paused, then resumed before it): schedule it again.
-            await runs.revive(store, next_run, now)
+            await store.revive_run(next_run, now)
     return True, None
 
 

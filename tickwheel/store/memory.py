@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from schemas.messages import DueRun
+from tickwheel.core import fencing
 from tickwheel.core.horizon import day_of, is_far
 from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store import far
@@ -50,7 +51,7 @@ DueKey = tuple[int, uuid.UUID, int, str]
 """A due row's clustering key inside its shard: (fire_at ms, run id, attempt, kind)."""
 
 
-def _stored(at: datetime) -> datetime:
+def stored(at: datetime) -> datetime:
     """What a Cassandra timestamp gives back of `at`: UTC, whole milliseconds."""
     return whole_ms(at.astimezone(UTC))
 
@@ -60,6 +61,12 @@ def _found(current: Run | None) -> Found:
     if current is None:
         return Found()
     return Found(current.status, current.attempt, current.job_version, frozenset(current.reported))
+
+
+def _lease_found(current: Run) -> Found:
+    """What a refused lease write found: only the columns of its condition (status, attempt), as Cassandra
+    returns them (no job version)."""
+    return Found(current.status, current.attempt)
 
 
 @dataclass
@@ -88,7 +95,7 @@ class MemoryStore:
     """Run id -> when the `runs` cells its latest write set would expire on Cassandra (nothing expires here)."""
 
     def _keep(self, run: NewRun, now: datetime, until: datetime | None = None) -> None:
-        self.kept_until[run.run_id] = _stored(now) + timedelta(seconds=kept_s(run, now, until))
+        self.kept_until[run.run_id] = stored(now) + timedelta(seconds=kept_s(run, now, until))
 
     # -- rows written before a condition ------------------------------------------------------------------------
     def _due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
@@ -105,12 +112,12 @@ class MemoryStore:
 
     def _history(self, run: NewRun, status: RunStatus, attempt: int, now: datetime, written_us: int) -> None:
         rows = self.history.setdefault(run.job_id, {})
-        key = (_stored(run.scheduled_at), run.run_id)
+        key = (stored(run.scheduled_at), run.run_id)
         held = rows.get(key)
         if held is not None and held.written_us > written_us:
             return  # last write wins by write time, as Cassandra's cells do
         origin = run.origin if run.origin is not None else (held.entry.origin if held else None)
-        entry = HistoryEntry(run.run_id, key[0], status, attempt, _stored(now), origin)
+        entry = HistoryEntry(run.run_id, key[0], status, attempt, stored(now), origin)
         rows[key] = _History(entry, written_us)
 
     def _attempt(self, run_id: uuid.UUID, attempt: int, kind: str, **values: Any) -> None:
@@ -134,8 +141,8 @@ class MemoryStore:
     def _new_run_row(self, run: NewRun, now: datetime) -> Run:
         return Run(
             run_id=run.run_id, job_id=run.job_id, tenant_id=run.tenant_id, job_version=run.job_version,
-            shard=run.shard, lane=run.lane, scheduled_at=_stored(run.scheduled_at), due_at=_stored(run.fire_at),
-            status=RunStatus.SCHEDULED, attempt=0, origin=run.origin, forced=run.forced, created_at=_stored(now),
+            shard=run.shard, lane=run.lane, scheduled_at=stored(run.scheduled_at), due_at=stored(run.fire_at),
+            status=RunStatus.SCHEDULED, attempt=0, origin=run.origin, forced=run.forced, created_at=stored(now),
         )  # fmt: skip
 
     def _scheduled_history(self, run: NewRun, now: datetime) -> None:
@@ -180,8 +187,8 @@ class MemoryStore:
         ):
             return Transition(False, _found(current))
         self.runs[run.run_id] = replace(
-            current, status=RunStatus.RUNNING, attempt=attempt, lease_until=_stored(lease_until), worker=worker,
-            started_at=_stored(now),
+            current, status=RunStatus.RUNNING, attempt=attempt, lease_until=stored(lease_until), worker=worker,
+            started_at=stored(now),
         )  # fmt: skip
         self._keep(run, now, lease_until)
         return Transition(True)
@@ -201,25 +208,27 @@ class MemoryStore:
         if result.status is RunStatus.RETRY and result.retry_at is not None:
             self._due_row(run, result.retry_at, attempt, RunKind.RUN)
         current = self.runs.get(run.run_id)
-        holds = current is not None and current.status is RunStatus.RUNNING and current.attempt == attempt
-        if current is None or (not holds and (current.status, current.attempt) != (result.status, attempt)):
+        if current is None:
+            return False
+        holds = fencing.holds(current.status, current.attempt, attempt)  # the condition of the outcome's write
+        if not fencing.outcome_counts(holds, current.status, current.attempt, result.status, attempt):
             return False
         if holds:
             self.runs[run.run_id] = replace(
-                current, status=result.status, finished_at=_stored(now), response_code=result.response_code,
-                last_error=result.error, due_at=_stored(result.retry_at) if result.retry_at else None,
+                current, status=result.status, finished_at=stored(now), response_code=result.response_code,
+                last_error=result.error, due_at=stored(result.retry_at) if result.retry_at else None,
                 lease_until=None,
             )  # fmt: skip
             self._keep(run, now, result.retry_at)
         claim_us = min(epoch_us(run.scheduled_at), epoch_us(started_at)) + 2 * attempt
         self._history(run, result.status, attempt, now, max(epoch_us(now), claim_us + 1))
         self._attempt(
-            run.run_id, attempt, "call", worker=worker, started_at=_stored(started_at), finished_at=_stored(now),
+            run.run_id, attempt, "call", worker=worker, started_at=stored(started_at), finished_at=stored(now),
             outcome=result.status.value, response_code=result.response_code, error=result.error,
             response_excerpt=result.response_excerpt,
         )  # fmt: skip
         if lease_until is not None:
-            key = (epoch_ms(_stored(lease_until)), run.run_id, attempt, RunKind.LEASE_CHECK.value)
+            key = (epoch_ms(stored(lease_until)), run.run_id, attempt, RunKind.LEASE_CHECK.value)
             self.due_rows.get(run.shard, {}).pop(key, None)
         return True
 
@@ -231,20 +240,19 @@ class MemoryStore:
         current = self.runs.get(run.run_id)
         if (
             current is None
-            or current.status is not RunStatus.RUNNING
-            or current.attempt != attempt
+            or not fencing.holds(current.status, current.attempt, attempt)
             or current.lease_until is None
             or current.lease_until > now
         ):
             return False
         self.runs[run.run_id] = replace(
-            current, status=status, due_at=_stored(retry_at) if retry_at else None, last_error="lease expired",
-            lease_until=None, finished_at=_stored(now),
+            current, status=status, due_at=stored(retry_at) if retry_at else None, last_error="lease expired",
+            lease_until=None, finished_at=stored(now),
         )  # fmt: skip
         self._keep(run, now, retry_at)
         self._history(run, status, attempt, now, epoch_us(now))
         self._attempt(
-            run.run_id, attempt, "lease_expired", finished_at=_stored(now), outcome=status.value,
+            run.run_id, attempt, "lease_expired", finished_at=stored(now), outcome=status.value,
             error="lease expired",
         )  # fmt: skip
         return True
@@ -252,11 +260,25 @@ class MemoryStore:
     async def lease_lapsed(self, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
         """Whether `attempt` still holds the run past its lease."""
         current = self.runs.get(run_id)
-        if current is None or current.status is not RunStatus.RUNNING or current.attempt != attempt:
+        if current is None:
             return False
-        if current.report(attempt) is not None:
-            return True
-        return current.lease_until is None or current.lease_until <= now
+        reported = current.report(attempt) is not None
+        return fencing.lease_lapsed(
+            current.status, current.attempt, attempt, reported=reported, lease_until=current.lease_until, now=now
+        )
+
+    async def extend_lease(
+        self, run_id: uuid.UUID, attempt: int, lease_until: datetime, now: datetime, retention_s: int
+    ) -> Transition:
+        """The lease moved to `lease_until` if `attempt` holds the run and its lease ends earlier; a later lease is
+        kept (applied, with it); the lease check row at `lease_until` written first."""
+        current = self.runs.get(run_id)
+        if current is None:
+            return Transition(False)
+        run = current.identity(retention_s)
+        self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
+        later = current.lease_until is not None and current.lease_until < stored(lease_until)  # `null < ?` is false
+        return self._lease_write(run, current, attempt, later, lease_until, now)
 
     async def hold_lease(
         self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
@@ -264,13 +286,22 @@ class MemoryStore:
         """The claim's lease replaced by `lease_until` if `attempt` holds the run under it; a moved lease kept."""
         self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         current = self.runs.get(run.run_id)
-        if current is None or current.status is not RunStatus.RUNNING or current.attempt != attempt:
-            return Transition(False, _found(current))
-        if current.lease_until != _stored(claimed_until):
+        if current is None:
+            return Transition(False, Found())
+        held = current.lease_until == stored(claimed_until)
+        return self._lease_write(run, current, attempt, held, lease_until, now)
+
+    def _lease_write(
+        self, run: NewRun, current: Run, attempt: int, lease_condition: bool, lease_until: datetime, now: datetime
+    ) -> Transition:
+        """A lease write conditional on `attempt` holding the run and on `lease_condition` (about its lease)."""
+        if fencing.holds(current.status, current.attempt, attempt) and lease_condition:
+            self.runs[current.run_id] = replace(current, lease_until=stored(lease_until))
+            self._keep(run, now, lease_until)
+            return Transition(True, lease_until=stored(lease_until))
+        if fencing.lease_kept(False, current.status, current.attempt, attempt):
             return Transition(True, lease_until=current.lease_until)
-        self.runs[run.run_id] = replace(current, lease_until=_stored(lease_until))
-        self._keep(run, now, lease_until)
-        return Transition(True, lease_until=_stored(lease_until))
+        return Transition(False, _lease_found(current))
 
     async def report_completion(self, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
         """`report` kept for `attempt` if it holds the run and has not reported; its lease check row at `now`."""
@@ -278,8 +309,7 @@ class MemoryStore:
         current = self.runs.get(run.run_id)
         if (
             current is None
-            or current.status is not RunStatus.RUNNING
-            or current.attempt != attempt
+            or not fencing.holds(current.status, current.attempt, attempt)
             or current.report(attempt) is not None
         ):
             return Transition(False, _found(current))
@@ -290,14 +320,14 @@ class MemoryStore:
     async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
         """A due row at `until` with the same attempt, and the deferral in the attempts."""
         self._due_row(run, until, attempt, RunKind.RUN)
-        self._attempt(run.run_id, attempt, "deferred", finished_at=_stored(now), outcome="DEFERRED", error=reason)
+        self._attempt(run.run_id, attempt, "deferred", finished_at=stored(now), outcome="DEFERRED", error=reason)
 
     async def cancel(self, run: NewRun, now: datetime) -> bool:
         """CANCELLED if SCHEDULED or RETRY."""
         current = self.runs.get(run.run_id)
         if current is None or current.status not in RUNNABLE:
             return False
-        self.runs[run.run_id] = replace(current, status=RunStatus.CANCELLED, finished_at=_stored(now))
+        self.runs[run.run_id] = replace(current, status=RunStatus.CANCELLED, finished_at=stored(now))
         self._keep(run, now)
         self._history(run, RunStatus.CANCELLED, current.attempt, now, epoch_us(now))
         return True
@@ -314,10 +344,10 @@ class MemoryStore:
 
     async def create_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
         """The job (fired_count 0, made now) and its first run."""
-        at = _stored(now)
+        at = stored(now)
         self.jobs[job.job_id] = replace(
             job, fired_count=0, created_at=at, updated_at=at,
-            next_run_at=_stored(job.next_run_at) if job.next_run_at else None,
+            next_run_at=stored(job.next_run_at) if job.next_run_at else None,
         )  # fmt: skip
         if first_run is not None:
             await self.write_new_run(first_run, now)
@@ -333,8 +363,8 @@ class MemoryStore:
             return Pointer(False, held.next_run_id, held.version)
         self.jobs[job.job_id] = replace(
             held, next_run_id=following.run_id if following else None,
-            next_run_at=_stored(following.scheduled_at) if following else None, fired_count=fired_count,
-            updated_at=_stored(now),
+            next_run_at=stored(following.scheduled_at) if following else None, fired_count=fired_count,
+            updated_at=stored(now),
         )  # fmt: skip
         return Pointer(True)
 
@@ -374,7 +404,7 @@ class MemoryStore:
 
     async def read_far_day(self, day: datetime, shard: int) -> list[NewRun]:
         """The far runs of (day, shard), in fire order."""
-        waiting = [r for r in self.far_rows.values() if r.shard == shard and day_of(_stored(r.fire_at)) == day]
+        waiting = [r for r in self.far_rows.values() if r.shard == shard and day_of(stored(r.fire_at)) == day]
         return sorted(waiting, key=lambda r: (r.fire_at, str(r.run_id)))
 
     async def move_far_run(self, run: NewRun, now: datetime) -> bool:
@@ -410,7 +440,7 @@ class MemoryStore:
         current = self.runs.get(run.run_id)
         if current is None or (current.status, current.attempt) != (status, attempt):
             return False
-        self.runs[run.run_id] = replace(current, due_at=_stored(due_at))
+        self.runs[run.run_id] = replace(current, due_at=stored(due_at))
         self._keep(run, now, due_at)
         return True
 
@@ -444,7 +474,7 @@ class MemoryStore:
             held = self.checkpoints.get(shard)
             results[shard] = held is None or held.owner_epoch <= epoch
             if results[shard]:
-                self.checkpoints[shard] = Checkpoint(shard, _stored(through), epoch, owner)
+                self.checkpoints[shard] = Checkpoint(shard, stored(through), epoch, owner)
         return results
 
     # -- TenantStore, DeadLetterStore ---------------------------------------------------------------------------
@@ -454,7 +484,7 @@ class MemoryStore:
 
     async def add_dead_letter(self, letter: DeadLetter, ttl_s: int, run_retention_s: int) -> None:
         """The letter, and the run's `dead_at`."""
-        letter = replace(letter, dead_at=_stored(letter.dead_at))
+        letter = replace(letter, dead_at=stored(letter.dead_at))
         self.dead_letters[(letter.tenant_id, letter.run_id)] = letter
         if letter.run_id in self.runs:
             self.runs[letter.run_id] = replace(self.runs[letter.run_id], dead_at=letter.dead_at)

@@ -31,12 +31,6 @@ async def claim_of(store: CassandraStore, tenant_id: str, name: str) -> NameClai
     return NameClaim(rows[0]["job_id"], aware(rows[0]["claimed_at"])) if rows else None
 
 
-async def job_id_named(store: CassandraStore, tenant_id: str, name: str) -> uuid.UUID | None:
-    """The job the tenant's `name` points at, if any."""
-    found = await claim_of(store, tenant_id, name)
-    return found.job_id if found else None
-
-
 async def claim(store: CassandraStore, tenant_id: str, name: str, job_id: uuid.UUID, now: datetime) -> bool:
     """Point an unused name at `job_id`; False when the name is taken."""
     applied, _ = await store.applied(

@@ -14,6 +14,9 @@ from datetime import datetime
 from typing import Protocol
 
 from schemas.messages import DueRun
+from tickwheel.store.audit import JobChangeRecord
+from tickwheel.store.idempotency import Reservation
+from tickwheel.store.names import NameClaim
 from tickwheel.store.records import (
     Attempt,
     AttemptResult,
@@ -22,7 +25,9 @@ from tickwheel.store.records import (
     DueState,
     HistoryEntry,
     Job,
+    JobChange,
     JobHead,
+    KeyedJob,
     NewRun,
     Pointer,
     Run,
@@ -79,6 +84,13 @@ class RunStore(Protocol):
 
     async def lease_lapsed(self, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
         """Whether `attempt` still holds the run past its lease, or has reported its outcome (asynchronous)."""
+        ...
+
+    async def extend_lease(
+        self, run_id: uuid.UUID, attempt: int, lease_until: datetime, now: datetime, retention_s: int
+    ) -> Transition:
+        """Heartbeat: move the lease to `lease_until` if `attempt` still holds the run (kept for the tenant's run
+        retention `retention_s`); a later lease is kept (applied, with that lease), never shortened."""
         ...
 
     async def hold_lease(
@@ -256,3 +268,246 @@ class DispatcherStore(ChainStore, DueRowStore, CheckpointStore, TenantStore, Pro
 
 class WorkerStore(RunStore, JobStore, TenantStore, DeadLetterStore, Protocol):
     """Everything the worker pipeline needs of the store."""
+
+
+# -- The API's aggregates ---------------------------------------------------------------------------------------
+
+KeptChange = tuple[JobChangeRecord, int]
+"""An audit log change and how long it is kept (s): what a create writes in its own batch."""
+
+
+class ReschedulingStore(Protocol):
+    """What replacing a job's definition and its scheduled run writes (`store.jobs.reschedule`, written once)."""
+
+    async def update_job(self, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
+        """Apply `change` if the job is still at `job.version`: (applied, the version found when it was not)."""
+        ...
+
+    async def get_run(self, run_id: uuid.UUID) -> Run | None:
+        """The run, or None when it has no row."""
+        ...
+
+    async def create_run(self, run: NewRun, now: datetime) -> bool:
+        """Write a run if absent; False when it already existed."""
+        ...
+
+    async def cancel(self, run: NewRun, now: datetime) -> bool:
+        """CANCELLED if not started (SCHEDULED or RETRY)."""
+        ...
+
+    async def retarget_run(self, run: NewRun, now: datetime) -> bool:
+        """Move a still-unstarted run (SCHEDULED, attempt 0) to `run.job_version` and its lane."""
+        ...
+
+    async def revive_run(self, run: NewRun, now: datetime) -> bool:
+        """SCHEDULED again at `run.fire_at` if it was cancelled before any attempt."""
+        ...
+
+
+class JobCatalog(JobStore, ReschedulingStore, Protocol):
+    """Jobs as their owners make and change them: created with their audit row, versioned, listed by tenant."""
+
+    async def create_audited_job(self, job: Job, first_run: NewRun | None, now: datetime, change: KeptChange) -> None:
+        """Write a new job, its listing, its first run and its audit row, all or nothing."""
+        ...
+
+    async def create_keyed_job(
+        self, job: Job, first_run: NewRun | None, now: datetime, request_hash: str, change: KeptChange
+    ) -> KeyedJob | None:
+        """Create a job whose id an Idempotency-Key made, if that id is free (None); else the job holding it."""
+        ...
+
+    async def complete_keyed_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
+        """Write what a keyed create that died after its insert did not: its first run (if absent), its listing."""
+        ...
+
+    async def reschedule(
+        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
+    ) -> tuple[bool, int | None]:
+        """Apply `change` if the job is still at `job.version`, then replace its scheduled run by `next_run` (the
+        runs written kept for the tenant's run retention `retention_s`)."""
+        ...
+
+    async def list_job_ids(
+        self,
+        tenant_id: str,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        state: str | None = None,
+        label: str | None = None,
+    ) -> tuple[list[uuid.UUID], str | None]:
+        """One page of the tenant's listed job ids (by state, by a `key=value` label) and the next cursor."""
+        ...
+
+    async def count_jobs(self, tenant_id: str) -> int:
+        """How many listed (not deleted) jobs the tenant has."""
+        ...
+
+
+class RunHistoryStore(Protocol):
+    """A job's runs as its owner lists them (`runs_by_job`, newest first)."""
+
+    async def latest_runs(self, job_id: uuid.UUID, limit: int) -> list[HistoryEntry]:
+        """The job's newest `limit` history entries."""
+        ...
+
+    async def runs_page(
+        self, job_id: uuid.UUID, status: str | None, *, page_size: int, cursor: str | None
+    ) -> tuple[list[HistoryEntry], str | None]:
+        """One page of the job's history (optionally of one status) and the cursor of the next."""
+        ...
+
+
+class NameStore(Protocol):
+    """A tenant's job names, each claimed and moved only by a conditional write."""
+
+    async def name_claim(self, tenant_id: str, name: str) -> NameClaim | None:
+        """Where the tenant's `name` points, if anywhere."""
+        ...
+
+    async def claim_name(self, tenant_id: str, name: str, job_id: uuid.UUID, now: datetime) -> bool:
+        """Point an unused name at `job_id`; False when it is taken."""
+        ...
+
+    async def move_name(self, tenant_id: str, name: str, old: uuid.UUID, new: uuid.UUID, now: datetime) -> bool:
+        """Point the name from `old` to `new`; False when it no longer points at `old`."""
+        ...
+
+    async def release_name(self, tenant_id: str, name: str, job_id: uuid.UUID) -> None:
+        """Free the name if it still points at `job_id`."""
+        ...
+
+
+class IdempotencyStore(Protocol):
+    """Idempotency keys: reserved once, answered, replayed until they expire."""
+
+    async def reserve_key(
+        self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int
+    ) -> Reservation:
+        """Reserve `key` for this request, or say what the request holding it asked and answered."""
+        ...
+
+    async def complete_key(
+        self, tenant_id: str, key: str, request_hash: str, status: int, response: str, ttl_s: int
+    ) -> None:
+        """Keep the answer given to the request that reserved `key`."""
+        ...
+
+    async def release_key(self, tenant_id: str, key: str) -> None:
+        """Forget a reservation whose request failed, so a retry runs again."""
+        ...
+
+
+class AuditStore(Protocol):
+    """The audit log of job changes."""
+
+    async def record_change(self, change: JobChangeRecord, ttl_s: int) -> uuid.UUID:
+        """Append one change to its job's log, kept `ttl_s`; returns its change id."""
+        ...
+
+    async def job_changes(
+        self, job_id: uuid.UUID, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[JobChangeRecord], str | None]:
+        """One page of the job's changes, newest first, and the cursor of the next."""
+        ...
+
+
+class TenantDirectory(Protocol):
+    """Tenants as the API authenticates and lists them."""
+
+    async def authenticate(self, key: str) -> str | None:
+        """The tenant id owning a live API key, or None."""
+        ...
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        """The tenant, or None."""
+        ...
+
+    async def list_tenants(self) -> list[Tenant]:
+        """Every tenant, by name."""
+        ...
+
+
+class RedriveStore(Protocol):
+    """What redriving a dead letter writes (`store.dead_letters.redrive_dead_letter`, written once)."""
+
+    async def get_run(self, run_id: uuid.UUID) -> Run | None:
+        """The run, or None when it has no row."""
+        ...
+
+    async def redrive_run(self, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
+        """RETRY at `due_at` for `run.job_version` if the run is still DEAD at `attempt`."""
+        ...
+
+    async def mark_redriven(self, letter: DeadLetter, now: datetime) -> None:
+        """Stamp the letter with when its run was redriven."""
+        ...
+
+
+class DeadLetterDesk(RedriveStore, Protocol):
+    """A tenant's dead letters as the API lists, redrives and purges them."""
+
+    async def list_dead_letters(
+        self,
+        tenant_id: str,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        job_id: uuid.UUID | None = None,
+        target_host: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> tuple[list[DeadLetter], str | None]:
+        """One page of the tenant's dead letters, newest first, filtered, and the cursor of the next."""
+        ...
+
+    async def get_dead_letter(self, tenant_id: str, run_id: uuid.UUID) -> DeadLetter | None:
+        """The tenant's live dead letter of `run_id`, or None."""
+        ...
+
+    async def redrive_dead_letter(
+        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
+    ) -> Run | None:
+        """One more attempt of the dead run, due at `due_at`, for the job at `job_version`, kept for the tenant's run
+        retention `retention_s` (None: not DEAD)."""
+        ...
+
+    async def purge_dead_letter(self, letter: DeadLetter) -> None:
+        """Delete the letter."""
+        ...
+
+
+class OperatorStore(CheckpointStore, Protocol):
+    """What the operator console reads: checkpoints, the forecast, sweeper counters, dead letters per tenant."""
+
+    async def due_per_minute(self, start: datetime, minutes: int, shards: int) -> list[int]:
+        """Due rows in each minute from `start`'s minute on, over shards 0 .. shards - 1."""
+        ...
+
+    async def sweeper_counts(self) -> tuple[int, dict[str, int]]:
+        """(sweeps finished, repairs by reason)."""
+        ...
+
+    async def dead_letters_since(self, tenant_id: str, since: datetime) -> int:
+        """How many runs of the tenant went dead at or after `since`."""
+        ...
+
+
+class ApiStore(
+    RunStore,
+    JobCatalog,
+    RunHistoryStore,
+    NameStore,
+    IdempotencyStore,
+    AuditStore,
+    TenantDirectory,
+    DeadLetterDesk,
+    OperatorStore,
+    Protocol,
+):
+    """Everything the API process needs of the store."""
+
+    async def ping(self) -> None:
+        """Raise `Unavailable` unless the store answers (the readiness probe)."""
+        ...

@@ -302,6 +302,16 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class JobChange:
+    """The new values of an update (applied only if the job is still at the version it was read at)."""
+
+    state: JobState
+    definition: JobDefinition
+    next_run_at: datetime | None
+    next_run_id: uuid.UUID | None
+
+
+@dataclass(frozen=True, slots=True)
 class KeyedJob:
     """The job that already holds an id derived from an Idempotency-Key, and the hash of the request that made it."""
 

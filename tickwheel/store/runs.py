@@ -23,6 +23,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from tickwheel.core import fencing
 from tickwheel.core.horizon import day_of, is_far, retention_ttl_s
 from tickwheel.core.ids import minute_bucket
 from tickwheel.core.instants import whole_ms
@@ -264,12 +265,13 @@ async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, n
     a lease check row must find to be worth a worker's time (most runs finish inside their lease, and their lease
     check ends here)."""
     rows = await store.execute(LEASE_STATE, [run_id])
-    if not rows or rows[0]["status"] != RunStatus.RUNNING or rows[0]["attempt"] != attempt:
+    if not rows:
         return False
-    if (rows[0].get("reported") or {}).get(attempt) is not None:
-        return True
-    lease_until = aware(rows[0]["lease_until"])
-    return lease_until is None or lease_until <= now
+    row = rows[0]
+    reported = (row.get("reported") or {}).get(attempt) is not None
+    return fencing.lease_lapsed(
+        row["status"], row["attempt"], attempt, reported=reported, lease_until=aware(row["lease_until"]), now=now
+    )
 
 
 async def finish(
@@ -307,7 +309,7 @@ async def finish(
         ],
     )
     found = found_of(current)
-    if not applied and (found.status, found.attempt) != (result.status, attempt):
+    if not fencing.outcome_counts(applied, found.status, found.attempt, result.status, attempt):
         return False
     await store.batch(
         [
@@ -408,7 +410,7 @@ def _lease_transition(applied: bool, current: Row, attempt: int, lease_until: da
     if applied:
         return Transition(True, lease_until=whole_ms(lease_until))
     found = found_of(current)
-    if found.status is RunStatus.RUNNING and found.attempt == attempt:
+    if fencing.lease_kept(applied, found.status, found.attempt, attempt):
         return Transition(True, lease_until=aware(current.get("lease_until")))
     return Transition(False, found)
 

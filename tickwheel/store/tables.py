@@ -8,8 +8,25 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 
 from schemas.messages import DueRun
-from tickwheel.store import audit, buckets, checkpoints, dead_letters, far, jobs, operator, run_history, runs, tenants
+from tickwheel.store import (
+    audit,
+    buckets,
+    checkpoints,
+    dead_letters,
+    far,
+    idempotency,
+    jobs,
+    names,
+    operator,
+    run_history,
+    runs,
+    tenants,
+)
+from tickwheel.store.audit import JobChangeRecord
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.idempotency import Reservation
+from tickwheel.store.names import NameClaim
+from tickwheel.store.ports import KeptChange
 from tickwheel.store.records import (
     Attempt,
     AttemptResult,
@@ -18,7 +35,9 @@ from tickwheel.store.records import (
     DueState,
     HistoryEntry,
     Job,
+    JobChange,
     JobHead,
+    KeyedJob,
     NewRun,
     Pointer,
     Run,
@@ -78,6 +97,12 @@ class CassandraTables:
     async def lease_lapsed(self, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:
         """`runs.lease_lapsed`."""
         return await runs.lease_lapsed(self.cql, run_id, attempt, now)
+
+    async def extend_lease(
+        self, run_id: uuid.UUID, attempt: int, lease_until: datetime, now: datetime, retention_s: int
+    ) -> Transition:
+        """`runs.extend_lease`."""
+        return await runs.extend_lease(self.cql, run_id, attempt, lease_until, now, retention_s)
 
     async def hold_lease(
         self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
@@ -207,3 +232,177 @@ class CassandraTables:
             target_host=letter.target_host, payload=letter.payload, last_error=letter.last_error,
             attempts=letter.attempts, dead_at=letter.dead_at, ttl_s=ttl_s, run_retention_s=run_retention_s,
         )  # fmt: skip
+
+    # -- JobCatalog (the API) -------------------------------------------------------------------------------------
+    async def create_audited_job(self, job: Job, first_run: NewRun | None, now: datetime, change: KeptChange) -> None:
+        """`jobs.create_job` with the audit row in its batch."""
+        await jobs.create_job(self.cql, job, first_run, now, also=[audit.change_row(*change)])
+
+    async def create_keyed_job(
+        self, job: Job, first_run: NewRun | None, now: datetime, request_hash: str, change: KeptChange
+    ) -> KeyedJob | None:
+        """`jobs.create_keyed_job` with the audit row in its batch."""
+        also = [audit.change_row(*change)]
+        return await jobs.create_keyed_job(self.cql, job, first_run, now, request_hash, also=also)
+
+    async def complete_keyed_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
+        """`jobs.complete_keyed_job`."""
+        await jobs.complete_keyed_job(self.cql, job, first_run, now)
+
+    async def update_job(self, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
+        """`jobs.update_job`."""
+        return await jobs.update_job(self.cql, job, change, now)
+
+    async def retarget_run(self, run: NewRun, now: datetime) -> bool:
+        """`runs.retarget`."""
+        return await runs.retarget(self.cql, run, now)
+
+    async def revive_run(self, run: NewRun, now: datetime) -> bool:
+        """`runs.revive`."""
+        return await runs.revive(self.cql, run, now)
+
+    async def reschedule(
+        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
+    ) -> tuple[bool, int | None]:
+        """`jobs.reschedule` over this store."""
+        return await jobs.reschedule(self, job, change, next_run, now, retention_s=retention_s)
+
+    async def list_job_ids(
+        self,
+        tenant_id: str,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        state: str | None = None,
+        label: str | None = None,
+    ) -> tuple[list[uuid.UUID], str | None]:
+        """`jobs.list_job_ids`."""
+        return await jobs.list_job_ids(self.cql, tenant_id, limit=limit, cursor=cursor, state=state, label=label)
+
+    async def count_jobs(self, tenant_id: str) -> int:
+        """`jobs.count_jobs`."""
+        return await jobs.count_jobs(self.cql, tenant_id)
+
+    # -- RunHistoryStore ------------------------------------------------------------------------------------------
+    async def latest_runs(self, job_id: uuid.UUID, limit: int) -> list[HistoryEntry]:
+        """`run_history.latest`."""
+        return await run_history.latest(self.cql, job_id, limit)
+
+    async def runs_page(
+        self, job_id: uuid.UUID, status: str | None, *, page_size: int, cursor: str | None
+    ) -> tuple[list[HistoryEntry], str | None]:
+        """`run_history.page_of_job`."""
+        return await run_history.page_of_job(self.cql, job_id, status, page_size=page_size, cursor=cursor)
+
+    # -- NameStore ------------------------------------------------------------------------------------------------
+    async def name_claim(self, tenant_id: str, name: str) -> NameClaim | None:
+        """`names.claim_of`."""
+        return await names.claim_of(self.cql, tenant_id, name)
+
+    async def claim_name(self, tenant_id: str, name: str, job_id: uuid.UUID, now: datetime) -> bool:
+        """`names.claim`."""
+        return await names.claim(self.cql, tenant_id, name, job_id, now)
+
+    async def move_name(self, tenant_id: str, name: str, old: uuid.UUID, new: uuid.UUID, now: datetime) -> bool:
+        """`names.move`."""
+        return await names.move(self.cql, tenant_id, name, old, new, now)
+
+    async def release_name(self, tenant_id: str, name: str, job_id: uuid.UUID) -> None:
+        """`names.release`."""
+        await names.release(self.cql, tenant_id, name, job_id)
+
+    # -- IdempotencyStore -----------------------------------------------------------------------------------------
+    async def reserve_key(
+        self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int
+    ) -> Reservation:
+        """`idempotency.reserve`."""
+        return await idempotency.reserve(self.cql, tenant_id, key, request_hash, now, ttl_s)
+
+    async def complete_key(
+        self, tenant_id: str, key: str, request_hash: str, status: int, response: str, ttl_s: int
+    ) -> None:
+        """`idempotency.complete`."""
+        await idempotency.complete(self.cql, tenant_id, key, request_hash, status, response, ttl_s)
+
+    async def release_key(self, tenant_id: str, key: str) -> None:
+        """`idempotency.release`."""
+        await idempotency.release(self.cql, tenant_id, key)
+
+    # -- AuditStore -----------------------------------------------------------------------------------------------
+    async def record_change(self, change: JobChangeRecord, ttl_s: int) -> uuid.UUID:
+        """`audit.record_change`."""
+        return await audit.record_change(self.cql, change, ttl_s)
+
+    async def job_changes(
+        self, job_id: uuid.UUID, *, limit: int, cursor: str | None = None
+    ) -> tuple[list[JobChangeRecord], str | None]:
+        """`audit.job_changes`."""
+        return await audit.job_changes(self.cql, job_id, limit=limit, cursor=cursor)
+
+    # -- TenantDirectory ------------------------------------------------------------------------------------------
+    async def authenticate(self, key: str) -> str | None:
+        """`tenants.authenticate`."""
+        return await tenants.authenticate(self.cql, key)
+
+    async def get_tenant(self, tenant_id: str) -> Tenant | None:
+        """`tenants.get_tenant`."""
+        return await tenants.get_tenant(self.cql, tenant_id)
+
+    async def list_tenants(self) -> list[Tenant]:
+        """`tenants.list_tenants`."""
+        return await tenants.list_tenants(self.cql)
+
+    # -- DeadLetterDesk -------------------------------------------------------------------------------------------
+    async def list_dead_letters(
+        self,
+        tenant_id: str,
+        *,
+        limit: int,
+        cursor: str | None = None,
+        job_id: uuid.UUID | None = None,
+        target_host: str | None = None,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> tuple[list[DeadLetter], str | None]:
+        """`dead_letters.list_dead_letters`."""
+        return await dead_letters.list_dead_letters(
+            self.cql, tenant_id, limit=limit, cursor=cursor, job_id=job_id, target_host=target_host, since=since,
+            until=until,
+        )  # fmt: skip
+
+    async def get_dead_letter(self, tenant_id: str, run_id: uuid.UUID) -> DeadLetter | None:
+        """`dead_letters.get_dead_letter`."""
+        return await dead_letters.get_dead_letter(self.cql, tenant_id, run_id)
+
+    async def redrive_dead_letter(
+        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
+    ) -> Run | None:
+        """`dead_letters.redrive_dead_letter` over this store."""
+        return await dead_letters.redrive_dead_letter(
+            self, letter, due_at, now, job_version=job_version, retention_s=retention_s
+        )
+
+    async def redrive_run(self, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
+        """`runs.redrive`."""
+        return await runs.redrive(self.cql, run, attempt, due_at, now)
+
+    async def mark_redriven(self, letter: DeadLetter, now: datetime) -> None:
+        """`dead_letters.mark_redriven`."""
+        await dead_letters.mark_redriven(self.cql, letter, now)
+
+    async def purge_dead_letter(self, letter: DeadLetter) -> None:
+        """`dead_letters.purge_dead_letter`."""
+        await dead_letters.purge_dead_letter(self.cql, letter)
+
+    # -- OperatorStore, readiness ---------------------------------------------------------------------------------
+    async def sweeper_counts(self) -> tuple[int, dict[str, int]]:
+        """`operator.sweeper_counts`."""
+        return await operator.sweeper_counts(self.cql)
+
+    async def dead_letters_since(self, tenant_id: str, since: datetime) -> int:
+        """`operator.dead_letters_since`."""
+        return await operator.dead_letters_since(self.cql, tenant_id, since)
+
+    async def ping(self) -> None:
+        """`CassandraStore.ping`."""
+        await self.cql.ping()

@@ -27,6 +27,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import NewRun
+from tickwheel.store.tables import CassandraTables
 from tickwheel.store.tenants import create_tenant
 
 STACK_DIR = Path(__file__).resolve().parents[3] / ".stack"
@@ -106,7 +107,8 @@ async def make_client(
         **api: Any,
     ) -> TestClient:
         kwargs = {"clock": clock} if clock else {}
-        app = make_app(api_settings(settings_ or settings, **api), store_ or store, producer, redis_ or redis, **kwargs)
+        tables = CassandraTables(store_ or store)  # `store_`: a CassandraStore with injected faults
+        app = make_app(api_settings(settings_ or settings, **api), tables, producer, redis_ or redis, **kwargs)
         if middleware is not None:
             app.middlewares.insert(1, middleware)  # after the error middleware, before authentication
         app.middlewares.insert(0, record)

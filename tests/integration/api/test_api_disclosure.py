@@ -15,6 +15,7 @@ from tickwheel.errors import Unavailable
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.tables import CassandraTables
 
 
 def closed_port() -> int:
@@ -28,7 +29,7 @@ async def test_readyz_names_the_dependency_that_is_down_but_not_its_address(
 ) -> None:
     port = closed_port()
     broken = dataclasses.replace(settings, kafka=dataclasses.replace(settings.kafka, bootstrap=f"127.0.0.1:{port}"))
-    client = TestClient(TestServer(make_app(broken, store, producer, redis)))
+    client = TestClient(TestServer(make_app(broken, CassandraTables(store), producer, redis)))
     await client.start_server()
     try:
         response = await client.get("/readyz")

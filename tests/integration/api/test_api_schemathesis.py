@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 import sys
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
@@ -16,6 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
+from benchmarks.private_platform import free_port
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.tenants import create_tenant
@@ -26,12 +26,6 @@ CONFIG = Path(__file__).with_name("schemathesis.toml")  # which refusals of sche
 EXAMPLES = "100"  # per operation and phase: enough that hypothesis reaches the nested and boundary values
 # The request timeout is generous because the box is shared (a DELETE's LWTs took > 20 s at load 15): this
 # test is about what the API answers, latency is measured by the benchmarks.
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def process_env(settings: Settings, port: int) -> dict[str, str]:

@@ -26,6 +26,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.dead_letters import add_dead_letter
+from tickwheel.store.tables import CassandraTables
 from tickwheel_client import (
     AsyncClient,
     Change,
@@ -254,7 +255,7 @@ async def test_a_create_answered_503_by_the_api_is_retried_with_the_same_key_onc
     proxy = TcpProxy(redis_url.hostname or "127.0.0.1", redis_url.port or 6379).start()
     proxied = dataclasses.replace(settings.redis, url=f"redis://127.0.0.1:{proxy.port}{redis_url.path}")
     redis = RedisClient(proxied, prefix=f"twcl{uuid.uuid4().hex[:8]}:")
-    server = TestClient(TestServer(make_app(api_settings(settings), store, producer, redis)))
+    server = TestClient(TestServer(make_app(api_settings(settings), CassandraTables(store), producer, redis)))
     await server.start_server()
     slept: list[float] = []
 
@@ -288,7 +289,8 @@ async def test_a_create_answered_503_while_cassandra_is_cut_off_succeeds_once_wi
     proxy = TcpProxy(host or "127.0.0.1", int(port)).start()
     cut_off = dataclasses.replace(settings.cassandra, hosts=(f"127.0.0.1:{proxy.port}",), request_timeout_s=3.0)
     store = await CassandraStore.connect(cut_off)
-    server = TestClient(TestServer(make_app(api_settings(settings, auth_cache_s=300.0), store, producer, redis)))
+    app = make_app(api_settings(settings, auth_cache_s=300.0), CassandraTables(store), producer, redis)
+    server = TestClient(TestServer(app))
     await server.start_server()
     transport = RecordingTransport()
     slept: list[float] = []

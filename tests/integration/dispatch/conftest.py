@@ -88,7 +88,7 @@ async def wait_until(predicate: Callable[[], bool], timeout_s: float = 15.0, ste
 
 def covered(dispatchers: list[dispatcher_main.Running]) -> bool:
     """Every shard owned by exactly one dispatcher and scanned."""
-    owned = [s for d in dispatchers for s, st in d.engine.owned.items() if st.scanned]
+    owned = [s for d in dispatchers for s, st in d.engine.table.owned.items() if st.scanned]
     return sorted(owned) == list(range(SHARDS))
 
 

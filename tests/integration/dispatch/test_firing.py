@@ -63,8 +63,8 @@ async def test_the_rescan_finds_a_run_written_inside_the_horizon_and_never_annou
     now = datetime.now(UTC)
     at = min(now + timedelta(seconds=3), now.replace(second=59, microsecond=0))
     run = await write_run(store, new_run(uuid.uuid4(), at))
-    assert await d.engine.rescan() == 1
-    assert await d.engine.rescan() == 0
+    assert await d.engine.horizon.rescan() == 1
+    assert await d.engine.horizon.rescan() == 0
     await lanes.wait_for(lambda: bool(lanes.runs({run.job_id})))
 
 
@@ -82,6 +82,6 @@ async def test_a_serving_dispatcher_answers_its_probes_and_metrics(cluster: Clus
             body = await answer.text()
     assert "tickwheel_owned_shards" in body and "tickwheel_fire_lag_seconds" in body
     d.engine.on_session(SessionState.SUSPENDED)
-    assert not d.engine.can_fire()
+    assert not d.engine.ownership.can_fire()
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{d.health.port}/readyz") as answer:
         assert answer.status == 503

@@ -12,7 +12,7 @@ from tickwheel.store.cassandra import CassandraStore
 
 
 def spans(dispatchers: list) -> list[set[int]]:
-    return [set(d.engine.owned) for d in dispatchers]
+    return [set(d.engine.table.owned) for d in dispatchers]
 
 
 async def test_three_dispatchers_split_the_shards_with_no_overlap_and_two_take_over_when_one_stops(
@@ -22,8 +22,8 @@ async def test_three_dispatchers_split_the_shards_with_no_overlap_and_two_take_o
     await wait_until(lambda: covered(dispatchers) and all(len(s) >= SHARDS // 3 for s in spans(dispatchers)))
     a, b, c = spans(dispatchers)
     assert not (a & b or b & c or a & c)
-    first = dispatchers[0].engine.assignment
-    assert first is not None and {d.engine.epoch for d in dispatchers} == {first.epoch}
+    first = dispatchers[0].engine.ownership.assignment
+    assert first is not None and {d.engine.ownership.epoch for d in dispatchers} == {first.epoch}
     kept_a, kept_b = a, b
     await dispatchers[2].stop()
     await wait_until(lambda: covered(dispatchers[:2]))
@@ -41,7 +41,7 @@ async def test_a_dispatcher_whose_session_is_lost_loses_its_shards_and_no_run_is
     await wait_until(lambda: covered([first, second]))
     await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 2)
     await asyncio.to_thread(first.zk.client.stop)  # abrupt: the session closes, its member znode goes
-    await wait_until(lambda: not first.engine.owned)
+    await wait_until(lambda: not first.engine.table.owned)
     lost_ms = datetime.now(UTC).timestamp() * 1000
     await wait_until(lambda: covered([second]))
     ids = {r.job_id for r in runs}
@@ -49,7 +49,7 @@ async def test_a_dispatcher_whose_session_is_lost_loses_its_shards_and_no_run_is
     from_first = [f for _, f, headers in lanes.fired if headers["dispatcher"] == first.engine.name.encode()]
     assert from_first, "the first dispatcher fired its share before it lost its session"
     assert [f for f in from_first if f.fired_at_ms > lost_ms] == []
-    assert not first.engine.can_fire()
+    assert not first.engine.ownership.can_fire()
 
 
 async def test_the_last_dispatcher_leaving_does_not_wait_for_a_successor_that_cannot_come(cluster: Cluster) -> None:

@@ -1,5 +1,6 @@
 """One contract for the store's ports, run against the in-memory twin and against Cassandra: the twin the unit
-tests of the engine and the pipeline use cannot drift from the real thing without one of these failing.
+tests of the engine and the pipeline use cannot drift from the real thing without one of these failing (the
+`ports` fixture, tests/integration/store/conftest.py; the API's ports are in test_api_contract.py).
 
 The Cassandra side uses this run's keyspace (never skipped in CI: the `store` fixture fails there without a
 server); every test makes its own job and run ids, and checkpoints on shards no dispatcher test uses.
@@ -13,12 +14,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-import pytest
-
 from tests.factories import job, minute
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import epoch_ms, whole_ms
-from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.memory import MemoryStore
 from tickwheel.store.ports import (
     CoordinatorStore,
@@ -37,15 +35,6 @@ class Both(
     DispatcherStore, WorkerStore, SweeperStore, ReconcilerStore, HistoryStore, FarStore, CoordinatorStore, Protocol
 ):
     """The ports a contract test may call."""
-
-
-@pytest.fixture(params=["memory", "cassandra"])
-def ports(request: pytest.FixtureRequest) -> Both:
-    """The twin, or the real store on this run's keyspace (the `store` fixture: a failure in CI without it)."""
-    if request.param == "memory":
-        return MemoryStore()
-    store: CassandraStore = request.getfixturevalue("store")
-    return CassandraTables(store)
 
 
 def soon(seconds: float = 90) -> datetime:
@@ -336,7 +325,7 @@ async def test_a_held_lease_replaces_only_the_claims_and_a_moved_lease_is_kept(p
     held = whole_ms(now + timedelta(seconds=600))
     await ports.claim(run, 0, "w", claimed, now)
     refused = await ports.hold_lease(run, 2, claimed, held, now)
-    assert not refused.applied and (refused.found.status, refused.found.attempt) == (RunStatus.RUNNING, 1)
+    assert not refused.applied and refused.found == Found(RunStatus.RUNNING, 1)  # the condition's columns only
     applied = await ports.hold_lease(run, 1, claimed, held, now)
     assert applied.applied and applied.lease_until == held
     again = await ports.hold_lease(run, 1, claimed, held + timedelta(seconds=5), now)  # the claim's lease is gone
@@ -370,7 +359,8 @@ KEPT_SLACK = timedelta(seconds=120)  # the test's clock vs the write's, on a loa
 async def kept_until(ports: Both, run_id: uuid.UUID, column: str) -> datetime:
     """When `column` of the run's row expires: its TTL read from Cassandra, or what the twin noted."""
     if isinstance(ports, MemoryStore):
-        return ports.kept_until[run_id]
+        kept: datetime = ports.kept_until[run_id]
+        return kept
     assert isinstance(ports, CassandraTables)
     rows = await ports.cql.execute(f"SELECT TTL({column}) AS ttl FROM runs WHERE run_id = ?", [run_id])
     ttl = rows[0]["ttl"]

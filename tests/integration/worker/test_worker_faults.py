@@ -7,21 +7,15 @@ import asyncio
 import dataclasses
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
 from pathlib import Path
 
+from benchmarks.private_platform import free_port
 from schemas.messages import HttpTarget
 from tests.integration.worker.conftest import Scene
 from tickwheel.settings import WorkerSettings
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def worker_process(scene: Scene, port: int, log_path: Path) -> subprocess.Popen[bytes]:

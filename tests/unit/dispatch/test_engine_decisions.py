@@ -129,14 +129,14 @@ async def test_a_checkpoint_is_written_under_the_owner_epoch_and_stops_at_what_i
     run = await a_run(scene, NOW + timedelta(seconds=1))
     await scene.own(run.shard, epoch=3)
     await scene.fire(NOW + timedelta(seconds=2))
-    assert await scene.engine.checkpoint(force=True) == {run.shard: True}
+    assert await scene.engine.checkpointer.checkpoint(force=True) == {run.shard: True}
     mark = scene.store.checkpoints[run.shard]
     assert (mark.owner_epoch, mark.owner, mark.fired_through) == (3, "m", NOW + timedelta(seconds=2))
     scene.bus.down = True
     late = await a_run(scene, NOW + timedelta(seconds=4), shard=run.shard)  # after the preload: the rescan reads it
-    await scene.engine.rescan()
+    await scene.engine.horizon.rescan()
     await scene.fire(NOW + timedelta(seconds=8))
-    await scene.engine.checkpoint(force=True)
+    await scene.engine.checkpointer.checkpoint(force=True)
     assert scene.store.checkpoints[late.shard].fired_through <= NOW + timedelta(seconds=4)
 
 
@@ -144,8 +144,8 @@ async def test_a_shard_checkpointed_under_a_newer_epoch_is_dropped_and_no_longer
     run = await a_run(scene, NOW + timedelta(seconds=5))
     await scene.own(run.shard, epoch=1)
     await scene.store.advance_checkpoints({run.shard: NOW}, 2, "other", NOW)  # a newer owner took the shard
-    assert await scene.engine.checkpoint(force=True) == {run.shard: False}
-    assert run.shard not in scene.engine.owned
+    assert await scene.engine.checkpointer.checkpoint(force=True) == {run.shard: False}
+    assert run.shard not in scene.engine.table.owned
     await scene.fire(NOW + timedelta(seconds=6))
     assert scene.sent() == []
 

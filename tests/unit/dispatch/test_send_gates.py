@@ -49,14 +49,14 @@ async def test_an_urgent_row_due_after_a_bulk_burst_does_not_wait_for_the_burst(
     engine = Dispatcher(
         settings, cast(DispatcherStore, None), cast(KafkaProducer, producer), cast(NearFeed, None), name="d"
     )
-    engine.paused = False
-    engine.owned[1] = ShardState(start=datetime.now(UTC), scanned=True)
-    now_ms = engine.now_ms()
+    engine.ownership.paused = False
+    engine.table.owned[1] = ShardState(start=datetime.now(UTC), scanned=True)
+    now_ms = engine.clock.now_ms()
     bulk = [row("bulk", now_ms) for _ in range(1000)]
-    engine._dispatch([(now_ms, (r.run_id, 0, "run", now_ms), r) for r in bulk])
+    engine.firing.dispatch([(now_ms, (r.run_id, 0, "run", now_ms), r) for r in bulk])
     await asyncio.sleep(0.05)  # the burst is going out
     urgent = row("urgent", now_ms + 50)
-    engine._dispatch([(now_ms + 50, (urgent.run_id, 0, "run", now_ms + 50), urgent)])
+    engine.firing.dispatch([(now_ms + 50, (urgent.run_id, 0, "run", now_ms + 50), urgent)])
     await asyncio.wait_for(producer.urgent_sent.wait(), 10)
     assert producer.sent.index("urgent") < 200  # behind the bulk sends in flight (32), not the whole burst (1000)
     await engine.stop()

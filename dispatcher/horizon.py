@@ -1,0 +1,110 @@
+"""Filling the wheel: the preload horizon moved minute by minute, the near-term topic's rows taken as they are
+announced, and the rescan of the current minute that catches what both missed. Which rows are taken is decided
+by the pure functions of `dispatcher.preload`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from datetime import datetime, timedelta
+
+from dispatcher.preload import accept_near, loadable_until
+from dispatcher.shards import Clock, ShardTable
+from schemas.messages import DueRun
+from tickwheel import metrics
+from tickwheel.bus.ports import NearTermFeed
+from tickwheel.core.ids import epoch_ms
+from tickwheel.settings import DispatcherSettings
+from tickwheel.store.ports import DueRowStore
+
+log = logging.getLogger(__name__)
+
+MINUTE = timedelta(minutes=1)
+READS_IN_FLIGHT = 32
+
+
+class Horizon:
+    """Reads the owned shards' due rows into the wheel up to `table.loaded_until`, and keeps it moving."""
+
+    def __init__(
+        self, table: ShardTable, store: DueRowStore, near: NearTermFeed, cfg: DispatcherSettings, clock: Clock
+    ):
+        self.table, self.store, self.near, self.cfg, self.clock = table, store, near, cfg, clock
+
+    async def read(self, since: dict[int, datetime], until: datetime) -> list[DueRun]:
+        """The due rows of each shard from its `since` to `until` (a few shards read at a time)."""
+        gate = asyncio.Semaphore(READS_IN_FLIGHT)
+
+        async def one(shard: int, start: datetime) -> list[DueRun]:
+            async with gate:
+                return await self.store.read_range(shard, start, until)
+
+        pages = await asyncio.gather(*(one(s, start) for s, start in since.items() if start < until))
+        return [run for page in pages for run in page]
+
+    async def extend(self) -> None:
+        """Read the minutes between the loaded horizon and the one the clock now allows."""
+        table = self.table
+        async with table.scan_lock:
+            now = self.clock.now()
+            target = loadable_until(now, self.cfg.preload_horizon_s)
+            previous = table.loaded_until
+            if previous is None or target <= previous:
+                return
+            table.loaded_until = target  # before reading: announcements for these minutes are taken from now on
+            started = time.perf_counter()
+            try:
+                runs = await self.read({s: max(previous, st.start) for s, st in table.owned.items()}, target)
+            except BaseException:
+                table.loaded_until = previous
+                raise
+            table.insert_all(runs)
+            minutes = max(1, (target - previous) // MINUTE)
+            for _ in range(minutes):
+                metrics.preload_seconds.observe((time.perf_counter() - started) / minutes)
+            table.prune(now)
+
+    async def near_loop(self) -> None:
+        """Take the near-term topic's rows as they come (a failed poll is retried after a second)."""
+        while True:
+            try:
+                runs = await self.near.poll()
+            except Exception as exc:
+                log.warning("near-term poll failed: %s", exc)
+                await self.clock.sleep(1.0)
+                continue
+            if not runs:
+                if not self.near.positions:  # nothing assigned: poll returns at once
+                    await self.clock.sleep(0.1)
+                continue
+            self.take_near(runs)
+
+    def take_near(self, runs: list[DueRun]) -> None:
+        """Insert the announced rows of owned shards inside the loaded horizon (beyond it the preload reads them)."""
+        loaded_until = self.table.loaded_until
+        until_ms = epoch_ms(loaded_until) if loaded_until else None
+        accepted = [run for run in runs if accept_near(run, self.table.owned, until_ms)]
+        inserted = self.table.insert_all(accepted)
+        metrics.near_received.labels(result="inserted").inc(inserted)
+        metrics.near_received.labels(result="duplicate").inc(len(accepted) - inserted)
+        metrics.near_received.labels(result="ignored").inc(len(runs) - len(accepted))
+
+    async def rescan(self) -> int:
+        """Read the current minute again; anything neither in the wheel nor fired is a miss caught late."""
+        table = self.table
+        async with table.scan_lock:
+            if table.loaded_until is None:
+                return 0
+            minute = self.clock.now().replace(second=0, microsecond=0)
+            until = min(minute + MINUTE, table.loaded_until)
+            spans = {s: max(minute, st.start) for s, st in table.owned.items() if st.scanned}
+            runs = await self.read(spans, until)
+            # Lease checks due a minute or more after their claim are left for the rescan by design (never
+            # announced: `NearAnnouncer.rescan_finds`); only other rows found here were missed.
+            table.insert_all([run for run in runs if run.kind == "lease_check"])
+            found = table.insert_all([run for run in runs if run.kind != "lease_check"])
+        if found:
+            metrics.rescan_found.inc(found)
+            log.warning("rescan found %d runs that neither the preload nor the near-term topic delivered", found)
+        return found

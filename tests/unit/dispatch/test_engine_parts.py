@@ -1,0 +1,206 @@
+"""Each part of the dispatcher engine on its own, over one shard table, the in-memory store and bus and a clock the
+test holds (no servers): the table keeps a row once and only for a shard owned; the ownership pauses on a
+suspended session and hands a shard over only to a newer owner past the handover; the horizon takes announced
+rows only inside what it loaded and puts the horizon back when a read fails; firing puts back a row whose send
+must wait; the checkpointer tags a leaving owner's marks and keeps firing a shard it is handing over."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from dispatcher.checkpointer import Checkpointer
+from dispatcher.fire_loop import Firing
+from dispatcher.horizon import Horizon
+from dispatcher.owner import Ownership
+from dispatcher.ownership import LEAVING_TAG, OwnershipChange
+from dispatcher.preload import key_of
+from dispatcher.shards import Clock, ShardState, ShardTable
+from schemas.messages import DueRun, Lane
+from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
+from tickwheel.coordination.zookeeper import SessionState
+from tickwheel.core.ids import epoch_ms
+from tickwheel.errors import Unavailable
+from tickwheel.settings import Settings
+from tickwheel.store.memory import MemoryStore
+
+NOW = datetime(2026, 11, 30, 12, 0, 30, tzinfo=UTC)
+
+
+class Parts:
+    """The four parts over one table, as `Dispatcher` wires them, at a wall and monotonic clock the test moves."""
+
+    def __init__(self) -> None:
+        self.settings = Settings()
+        self.now, self.mono = NOW, 0.0
+        self.store = MemoryStore()
+        self.bus = MemoryBus()
+        k = self.settings.kafka
+        self.near = MemoryNearFeed(self.bus, k.topic_prefix, k.near_partitions, self.settings.shards)
+        self.clock = Clock(lambda: self.now.timestamp(), lambda: self.mono, self.no_sleep)
+        self.table = ShardTable(self.clock, self.settings.dispatcher.capacity_per_s)
+        cfg = self.settings.dispatcher
+        self.horizon = Horizon(self.table, self.store, self.near, cfg, self.clock)
+        self.ownership = Ownership(self.settings, self.table, self.store, self.near, self.horizon, self.clock)
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.firing = Firing(
+            self.settings, self.table, self.store, self.bus, self.ownership, self.clock, self.spawn, name="d"
+        )
+        self.checkpointer = Checkpointer(self.table, self.store, self.ownership, cfg, self.clock)
+
+    async def no_sleep(self, seconds: float) -> None:
+        self.mono += seconds
+        await asyncio.sleep(0)
+
+    def spawn(self, coro: Any, name: str) -> asyncio.Task[Any]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self.tasks.append(task)
+        return task
+
+    async def own(self, *shards: int, epoch: int = 1) -> None:
+        self.ownership.set_member("m")
+        self.ownership.confirm_alive()
+        await self.ownership.apply(OwnershipChange(epoch, frozenset(shards), frozenset(), frozenset()))
+
+
+def row(shard: int, at: datetime, *, lane: Lane = "default") -> DueRun:
+    ms = epoch_ms(at)
+    return DueRun(
+        run_id=uuid.uuid4(), job_id=uuid.uuid4(), tenant_id="t", shard=shard, attempt=0, kind="run", lane=lane,
+        job_version=1, scheduled_at_ms=ms, fire_at_ms=ms, recurring=False,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def parts() -> Parts:
+    return Parts()
+
+
+# -- ShardTable ---------------------------------------------------------------------------------------------------
+def test_the_table_holds_a_row_once_only_for_an_owned_shard_and_forgets_it_with_its_shard(parts: Parts) -> None:
+    table = parts.table
+    table.owned[3] = ShardState(start=NOW, scanned=True)
+    mine, other = row(3, NOW + timedelta(seconds=5)), row(4, NOW + timedelta(seconds=5))
+    assert table.insert_all([mine, other]) == 1
+    assert table.insert_all([mine]) == 0  # in the wheel
+    table.wheel.cancel(key_of(mine))
+    table.watermarks.hold(3, key_of(mine), mine.fire_at_ms)
+    assert table.insert_all([mine]) == 0  # in flight
+    table.watermarks.release(3, key_of(mine))
+    table.recent.add(key_of(mine))
+    assert table.insert_all([mine]) == 0  # just fired
+    assert table.insert_all([row(3, NOW + timedelta(seconds=6))]) == 1
+    table.drop_shard(3)
+    assert len(table.wheel) == 0 and 3 not in table.owned
+
+
+def test_a_row_due_before_the_fire_loop_wakes_up_wakes_it(parts: Parts) -> None:
+    table = parts.table
+    table.owned[3] = ShardState(start=NOW, scanned=True)
+    table.sleep_until_ms = epoch_ms(NOW + timedelta(seconds=10))
+    table.insert_all([row(3, NOW + timedelta(seconds=20))])
+    assert not table.wake.is_set()
+    table.insert_all([row(3, NOW + timedelta(seconds=5))])
+    assert table.wake.is_set()
+
+
+# -- Ownership ----------------------------------------------------------------------------------------------------
+async def test_a_suspended_session_stops_firing_at_once_and_a_lost_one_drops_every_shard(parts: Parts) -> None:
+    await parts.own(1, 2)
+    assert parts.ownership.can_fire()
+    parts.ownership.on_session(SessionState.SUSPENDED)
+    assert not parts.ownership.can_fire() and set(parts.table.owned) == {1, 2}  # the wheel is kept
+    parts.ownership.on_session(SessionState.LOST)
+    assert parts.table.owned == {} and parts.ownership.member is None and not parts.ownership.can_fire()
+
+
+async def test_firing_stops_when_liveness_is_not_confirmed_within_the_session_timeout(parts: Parts) -> None:
+    await parts.own(1)
+    parts.mono += parts.settings.zookeeper.session_timeout_s + 1
+    assert not parts.ownership.can_fire()
+    parts.ownership.confirm_alive()
+    assert parts.ownership.can_fire()
+
+
+async def test_a_shard_is_handed_over_only_once_a_newer_owner_has_checkpointed_past_the_handover(
+    parts: Parts,
+) -> None:
+    await parts.own(1, 2, epoch=4)
+    await parts.store.advance_checkpoints({1: NOW - timedelta(seconds=1)}, 5, "new", NOW)  # before it began
+    await parts.store.advance_checkpoints({2: NOW}, 5, "new", NOW)
+    assert await parts.ownership.hand_over(timeout_s=1.0, poll_s=0.25) == 1
+    assert set(parts.table.owned) == {1}
+
+
+async def test_an_acquisition_whose_read_failed_leaves_no_shard_half_owned(
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def down(*_: Any) -> list[DueRun]:
+        raise Unavailable("cassandra down")
+
+    monkeypatch.setattr(parts.store, "read_range", down)
+    with pytest.raises(Unavailable):
+        await parts.own(1, 2)
+    assert parts.table.owned == {}
+
+
+# -- Horizon ------------------------------------------------------------------------------------------------------
+async def test_an_announced_row_is_taken_only_for_an_owned_shard_inside_the_loaded_horizon(parts: Parts) -> None:
+    await parts.own(1)
+    loaded_until = parts.table.loaded_until
+    assert loaded_until is not None
+    inside, beyond, elsewhere = row(1, NOW + timedelta(seconds=5)), row(1, loaded_until), row(2, NOW)
+    parts.horizon.take_near([inside, beyond, elsewhere])
+    assert [key for _, key, _ in parts.table.wheel.advance(epoch_ms(loaded_until) + 1)] == [key_of(inside)]
+
+
+async def test_a_horizon_read_that_failed_leaves_the_horizon_where_it_was(
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await parts.own(1)
+    before = parts.table.loaded_until
+
+    async def down(*_: Any) -> list[DueRun]:
+        raise Unavailable("cassandra down")
+
+    monkeypatch.setattr(parts.store, "read_range", down)
+    parts.now += timedelta(minutes=3)
+    with pytest.raises(Unavailable):
+        await parts.horizon.extend()
+    assert parts.table.loaded_until == before  # the next extension reads these minutes again
+
+
+# -- Firing -------------------------------------------------------------------------------------------------------
+async def test_a_row_whose_send_must_wait_is_put_back_and_goes_out_on_resume(parts: Parts) -> None:
+    await parts.own(1)
+    due = row(1, NOW)
+    parts.table.insert_all([due])
+    parts.ownership.paused = True  # paused after the batch left the wheel, before its send
+    parts.firing.dispatch(parts.table.wheel.advance(epoch_ms(NOW)))
+    await parts.firing.settle()
+    assert parts.bus.messages == [] and len(parts.table.wheel) == 1
+    parts.ownership.confirm_alive()
+    parts.firing.fire_due()
+    await parts.firing.settle()
+    assert [m.key for m in parts.bus.messages] == [str(due.job_id).encode()]
+    assert parts.firing.fired_count == 1
+
+
+# -- Checkpointer -------------------------------------------------------------------------------------------------
+async def test_a_leaving_owner_tags_its_marks_and_keeps_a_shard_a_newer_epoch_fenced(parts: Parts) -> None:
+    await parts.own(1, 2, epoch=1)
+    parts.ownership.leaving = True
+    await parts.store.advance_checkpoints({2: NOW}, 2, "new", NOW)
+    assert await parts.checkpointer.checkpoint(force=True) == {1: True, 2: False}
+    assert parts.store.checkpoints[1].owner == "m" + LEAVING_TAG
+    assert set(parts.table.owned) == {1, 2}  # shard 2 is dropped by the handover once its new owner fires it
+
+
+async def test_no_checkpoint_is_written_while_firing_is_paused(parts: Parts) -> None:
+    await parts.own(1)
+    parts.ownership.on_session(SessionState.SUSPENDED)
+    assert await parts.checkpointer.checkpoint(force=True) == {}
