@@ -17,6 +17,7 @@ from tickwheel.store.ports import ApiStore
 from tickwheel.store.tenants import Tenant
 
 from .cursors import CursorSealer
+from .local_limits import LocalLimits
 
 
 def utc_now() -> datetime:
@@ -36,6 +37,8 @@ class Api:
     key_cache: dict[str, tuple[Tenant, float]] = field(default_factory=dict)
     # key hash -> refused until (monotonic s): a wrong key sent again costs no database read
     failed_keys: dict[str, float] = field(default_factory=dict)
+    # what stands in for Redis in this process while it does not answer (api.quotas)
+    local: LocalLimits = field(default_factory=LocalLimits)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "near", NearAnnouncer(self.settings, self.producer))

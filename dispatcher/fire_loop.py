@@ -22,13 +22,15 @@ from tickwheel.core.ids import epoch_ms
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
 from tickwheel.store import buckets
-from tickwheel.store.chain import chain
+from tickwheel.store.chain import Step, chain
 from tickwheel.store.ports import DispatcherStore
 from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
 
 RETRY_SEND_MS = 1000
+CHAIN_RETRY_FIRST_S = 0.5  # a failed chaining is tried again after this, then twice as long each time
+CHAIN_RETRY_MAX_S = 8.0
 IDLE_MS = 250
 """The longest the fire loop sleeps: it looks at the wheel (and whether it may fire) at least this often."""
 
@@ -159,26 +161,60 @@ class Firing:
             table.watermarks.release(run.shard, key)
 
     async def _chain(self, run: DueRun) -> bool:
-        """Chain the run's job; False when its catch-up or overlap policy holds this run back."""
-        cfg = self.cfg
+        """Chain the run's job; False when its catch-up or overlap policy holds this run back. When Cassandra does
+        not answer, the run fires anyway and the chaining is tried again in the background (`_chain_again`)."""
         try:
-            retention_s = await self.tenants.run_retention_s(run.tenant_id, self.runs_days)
-            step = await chain(
-                self.store, run, self.clock.now(), retention_s=retention_s,
-                missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s,
-            )  # fmt: skip
+            step = await self._chain_step(run)
+        except Unavailable as exc:
+            metrics.chained.labels(result="error").inc()
+            log.warning("chaining failed, trying again shortly: %s", exc, extra=_context(run))
+            self._spawn(self._chain_again(run), f"chain {run.run_id}")
+            return True
         except Exception as exc:  # the run still fires; the sweeper repairs the chain and says so
             metrics.chained.labels(result="error").inc()
             log.warning("chaining failed: %s", exc, extra=_context(run))
             return True
         metrics.chained.labels(result=step.result.value).inc()
-        # The next run (or this one, buffered) may fall inside the horizon already loaded: take it directly.
+        self._take_written(step)
+        return step.send
+
+    async def _chain_again(self, run: DueRun) -> None:
+        """Chain a fired run whose chaining failed (a Cassandra node leaving or rejoining times its LWT out), with
+        backoff, while the run is less than half of `missed_after_s` past its time: later, the job's catch-up
+        policy could cancel the very run that was sent. The chaining's own conditions make a retry safe (an attempt
+        that had applied leaves the job pointing past the run: STALE, nothing written). What is still not chained
+        then is the sweeper's (after `coordinator.sweep_grace_s`), as before."""
+        cfg = self.cfg
+        wait_s = CHAIN_RETRY_FIRST_S
+        give_up_ms = run.scheduled_at_ms + int(cfg.missed_after_s * 1000 / 2)
+        while self.clock.now_ms() + wait_s * 1000 < give_up_ms and run.shard in self.table.owned:
+            await self.clock.sleep(wait_s)
+            try:
+                step = await self._chain_step(run)
+            except Unavailable as exc:
+                log.warning("chaining failed again: %s", exc, extra=_context(run))
+                wait_s = min(wait_s * 2, CHAIN_RETRY_MAX_S)
+                continue
+            metrics.chained.labels(result=f"retried_{step.result.value}").inc()
+            self._take_written(step)
+            return
+        log.warning("chaining left to the sweeper", extra=_context(run))
+
+    async def _chain_step(self, run: DueRun) -> Step:
+        cfg = self.cfg
+        retention_s = await self.tenants.run_retention_s(run.tenant_id, self.runs_days)  # the runs it writes keep it
+        return await chain(
+            self.store, run, self.clock.now(), retention_s=retention_s,
+            missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s,
+        )  # fmt: skip
+
+    def _take_written(self, step: Step) -> None:
+        """The next run (or this one, buffered) may fall inside the horizon already loaded: take it directly."""
         written = [r for r in (step.following, step.later) if r is not None]
         loaded_until = self.table.loaded_until
         if written and loaded_until is not None:
             until_ms = epoch_ms(loaded_until)
             self.table.insert_all([buckets.due_run_for(r) for r in written if epoch_ms(r.fire_at) < until_ms])
-        return step.send
 
 
 def _context(run: DueRun) -> dict[str, Any]:

@@ -84,3 +84,14 @@ cql_statements = Counter(
     "tickwheel_cql_statements_total", "CQL requests sent (a batch is one), by kind", ["kind"]
 )
 backend_errors = Counter("tickwheel_backend_errors_total", "Errors talking to a server", ["backend"])
+lwt_settled = Counter(
+    "tickwheel_lwt_settled_total",
+    "Conditional writes whose send failed, settled by a SERIAL read: found applied, or sent again",
+    ["result"],
+)
+redis_fail_open = Counter(
+    "tickwheel_redis_fail_open_total",
+    "Checks made without Redis (it did not answer): held in the process only (rate, job_slots, auth_failures,"
+    " revocation), or not at all (flow_acquire, flow_release)",
+    ["check"],
+)

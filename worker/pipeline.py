@@ -22,7 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import random
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 from schemas.messages import DueRun, HttpTarget, RunKind, decode_report
@@ -50,7 +50,8 @@ from worker.targets import CallResult, HttpCaller, KafkaCaller
 
 log = logging.getLogger(__name__)
 
-RECORD_TRIES = 4
+RECORD_TRIES = 4  # at least, however the lease stands
+RECORD_BACKOFF_MAX_S = 5.0
 
 Clock = Callable[[], datetime]
 
@@ -75,6 +76,7 @@ class RunHandler:
         notifier: Notifier | None = None,
         clock: Clock = utc_now,
         rand: Callable[[], float] = random.random,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ):
         self.settings = settings
         self.store = store
@@ -86,6 +88,7 @@ class RunHandler:
         self.notifier = notifier
         self.clock = clock
         self.rand = rand
+        self.sleep = sleep
         self.tenants = TenantCache(store)
         self.dead = DeadLetters(store, http, settings.retention)
 
@@ -290,20 +293,23 @@ class RunHandler:
             await self.dead.add(ctx, verdict.record.error or "dead", self.clock())
 
     async def finish(self, ctx: RunContext, attempt: int, record: AttemptResult, started: datetime) -> bool:
-        """`runs.finish`, tried again while Cassandra does not answer: the call was made, so its outcome must not be
-        dropped for a timeout. An LWT that timed out may still have applied: `runs.finish` recognises its own write."""
+        """`runs.finish`, tried again with backoff while Cassandra does not answer, until the claim's lease ends
+        (and RECORD_TRIES times at least): the call was made, so its outcome must not be dropped for a timeout, nor
+        left to the lease check, a lease later (a node's rejoin timed writes out for tens of seconds in the soak).
+        An LWT that timed out may still have applied: `runs.finish` recognises its own write."""
         lease_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # the claim's, from `started`
-        for tries in range(1, RECORD_TRIES + 1):
+        tries = 0
+        while True:
+            tries += 1
             try:
                 return await self.store.finish(
                     ctx.run, attempt, record, self.worker_id, started, self.clock(), lease_until
                 )
             except TickwheelError as exc:
-                if not exc.retriable or tries == RECORD_TRIES:
+                if not exc.retriable or (tries >= RECORD_TRIES and self.clock() >= lease_until):
                     raise
                 log.warning("recording the outcome failed (%s); trying again", exc.message, extra=ctx.log)
-                await asyncio.sleep(0.2 * 2**tries)
-        return False
+                await self.sleep(min(RECORD_BACKOFF_MAX_S, 0.2 * 2**tries))
 
     def announce(self, run: NewRun, attempt: int, kind: RunKind, fire_at: datetime, now: datetime) -> None:
         if self.announcer is not None:
@@ -356,7 +362,6 @@ class RunHandler:
             self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
         if retry_at is None:
             await self.dead.add(ctx, "lease expired; no attempt left", now)
-
 
     async def record_report(self, due: DueRun, held: Run, report_text: str) -> None:
         """Record an asynchronous run's reported outcome, as `run` records a call's (a job deleted meanwhile gets

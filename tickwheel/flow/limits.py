@@ -27,7 +27,7 @@ from typing import Any
 from tickwheel import metrics
 from tickwheel.egress import canonical_host
 from tickwheel.errors import Unavailable
-from tickwheel.flow.redis import REDIS_DOWN, RedisClient
+from tickwheel.flow.redis import ASK_AGAIN_AFTER_S, REDIS_DOWN, AwayGate, RedisAway, RedisClient
 from tickwheel.settings import WorkerSettings
 
 log = logging.getLogger(__name__)
@@ -167,6 +167,7 @@ class FlowLimits:
     def __init__(self, settings: WorkerSettings, redis: RedisClient):
         self.settings = settings
         self.redis = redis
+        self.away = AwayGate()
 
     def _keys(self, tenant: str, host: str) -> dict[str, str]:
         host = canonical_host(host)
@@ -190,10 +191,10 @@ class FlowLimits:
         args += [max(rate, 1.0), hold_ms, self.settings.breaker_min_tenants]
         keys = [k["tenant"], k["host"], k["bucket"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
+            self.away.ask()
             allowed, reason, wait_ms, probe = await self.redis.run_script(ACQUIRE, keys, args)
         except REDIS_DOWN as exc:
-            metrics.backend_errors.labels("redis").inc()
-            log.warning("flow limits unavailable, calling without them: %s", exc)
+            self._without_redis("acquire", exc)
             return Permit(token, tenant, host, probe=False)
         if not allowed:
             return Denied(_text(reason), float(wait_ms) / 1000)
@@ -208,15 +209,24 @@ class FlowLimits:
         args += [int(s.breaker_window_s * 1000), s.breaker_min_calls, int(s.breaker_open_s * 1000), permit.tenant]
         keys = [k["tenant"], k["host"], k["breaker"], k["probe"], k["open_tenants"]]
         try:
+            self.away.ask()
             result = await self.redis.run_script(RELEASE, keys, args)
         except REDIS_DOWN as exc:
-            metrics.backend_errors.labels("redis").inc()
-            log.warning("flow limits unavailable, slot left to expire: %s", exc)
+            self._without_redis("release", exc)
             return "unknown"
         state = _text(result)
         if state == "opened":
             log.warning("circuit breaker opened for tenant %s on target %s", permit.tenant, permit.host)
         return state
+
+    def _without_redis(self, step: str, exc: BaseException) -> None:
+        """Redis did not answer an acquire (the call goes ahead unlimited) or a release (the slot expires with its
+        lease): counted; logged only when Redis was asked, not while it is skipped (`AwayGate`)."""
+        metrics.backend_errors.labels("redis").inc()
+        metrics.redis_fail_open.labels(f"flow_{step}").inc()
+        if not isinstance(exc, RedisAway):
+            log.warning("flow limits unavailable (%s without them for %.0f s): %s", step, ASK_AGAIN_AFTER_S, exc)
+        self.away.failed(exc)
 
     async def breaker_open_until_ms(self, tenant: str, host: str) -> int | None:
         """When the tenant's breaker on `host` stops refusing (None: closed)."""

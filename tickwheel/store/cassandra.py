@@ -2,6 +2,13 @@
 
 This is the only place the Cassandra/Scylla driver is touched. Driver errors that mean "the cluster did not
 answer" become `Unavailable` (retriable, HTTP 503); everything above works with plain rows.
+
+A node leaving or rejoining must not fail what the cluster can still do (store.retries): a statement that is
+safe to send again is marked idempotent and retried by the driver on the next node (and sent to a second node
+when the first has not answered in half the request timeout); a conditional write whose outcome is
+unknown is settled by a SERIAL read of its row before it is sent again (`applied`). Rows that are not of the
+statement's shape (seen under overload: rows of another statement, without the columns asked for, which became
+500s, a 401 for a valid key and a 422 for a replayed create) are refused as `Unavailable`, never handed up.
 """
 
 from __future__ import annotations
@@ -23,12 +30,20 @@ from cassandra.cluster import (
     ResponseFuture,
     Session,
 )
-from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy, TokenAwarePolicy
+from cassandra.policies import (
+    ConstantSpeculativeExecutionPolicy,
+    DCAwareRoundRobinPolicy,
+    ExponentialReconnectionPolicy,
+    TokenAwarePolicy,
+)
+from cassandra.protocol import RequestExecutionException as ServerRefusal
+from cassandra.protocol import ServerError
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
 
 from tickwheel import metrics
 from tickwheel.errors import Unavailable
 from tickwheel.settings import CassandraSettings, host_port
+from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +53,19 @@ SERVER_VERSION = "SELECT release_version FROM system.local"
 Row = dict[str, Any]
 _CONDITION = re.compile(r"\bIF\b", re.IGNORECASE)
 _STATEMENT = re.compile(r"\s*(SELECT|INSERT|UPDATE|DELETE)\b", re.IGNORECASE)
-_UNAVAILABLE = (NoHostAvailable, OperationTimedOut, RequestExecutionException, ConnectionError, OSError)
+# The server's own refusals (a coordinator overloaded or shutting down, bootstrapping) reach here as protocol
+# errors, not as the driver's exceptions: a node's shutdown answered "Server is shutting down" and those went
+# up raw (the soak's run 5: claims dropped as "run message failed").
+_UNAVAILABLE = (
+    NoHostAvailable,
+    OperationTimedOut,
+    RequestExecutionException,
+    ServerRefusal,
+    ServerError,
+    ConnectionError,
+    OSError,
+)
+LWT_TRIES = 3  # sends of a conditional write whose outcome stays unknown, each after a SERIAL read settled it
 
 
 class CassandraStore:
@@ -51,6 +78,10 @@ class CassandraStore:
         self._session = session
         self._prepared: dict[str, PreparedStatement] = {}
         self._preparing: dict[str, asyncio.Future[PreparedStatement]] = {}
+        # the columns each prepared read answers, as prepared (what its rows are checked against)
+        self._columns: dict[str, frozenset[str]] = {}
+        self._keys: dict[str, tuple[tuple[str, int], ...]] = {}  # a read's `column = ?` and their parameters
+        self._intents: dict[str, bool] = {}  # conditional writes whose form store.retries does not understand
 
     @classmethod
     async def connect(cls, settings: CassandraSettings, *, keyspace: bool = True) -> CassandraStore:
@@ -62,6 +93,8 @@ class CassandraStore:
             serial_consistency_level=ConsistencyLevel.SERIAL,
             request_timeout=settings.request_timeout_s,
             row_factory=dict_factory,
+            retry_policy=RetryIdempotent(),
+            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(settings.request_timeout_s / 2, 1),
         )
         cluster = Cluster(
             contact_points=[h for h, _ in hosts],
@@ -93,12 +126,16 @@ class CassandraStore:
             pending = asyncio.ensure_future(asyncio.to_thread(self._call, self._session.prepare, cql))
             self._preparing[cql] = pending
         try:
-            statement = await asyncio.shield(pending)  # a cluster out of reach is Unavailable, not a 500
+            made = await asyncio.shield(pending)  # a cluster out of reach is Unavailable, not a 500
         finally:
             if pending.done():
                 self._preparing.pop(cql, None)
-        self._prepared[cql] = statement
-        return statement
+        if cql not in self._prepared:
+            made.is_idempotent = is_idempotent(cql)
+            # result metadata: (keyspace, table, column name, type) per column answered
+            self._columns[cql] = frozenset(column[2] for column in made.result_metadata or ())
+            self._prepared[cql] = made
+        return made
 
     async def prepare_all(self, statements: Iterable[str]) -> int:
         """Prepare `statements` now, all at once (a process's start-up), so that no run waits for the first
@@ -127,29 +164,108 @@ class CassandraStore:
     ) -> tuple[list[Row], str | None]:
         """One page of rows and an opaque cursor for the next page (None on the last page)."""
         statement: Any = await self._statement(cql, prepared)
+        sent = params
         if page_size is not None:
             statement = statement.bind(params) if prepared else statement
             statement.fetch_size = page_size
-            params = () if prepared else params
+            sent = () if prepared else params
         paging_state = _decode_cursor(cursor)
         metrics.cql_statements.labels(statement_kind(cql)).inc()
-        future = self._call(self._session.execute_async, statement, params or None, paging_state=paging_state)
+        future = self._call(self._session.execute_async, statement, sent or None, paging_state=paging_state)
         result = await _await(future, self.settings.hosts)
+        self._check_shape(cql, result.column_names)
         rows = list(result.current_rows)
+        self._check_keys(cql, params, rows)
         next_state = result.paging_state if result.has_more_pages else None
         return rows, _encode_cursor(next_state)
 
     async def applied(self, cql: str, params: Sequence[Any] = ()) -> tuple[bool, Row]:
-        """Run a conditional (LWT) statement; returns whether it applied and the row Cassandra returned."""
-        rows = await self.execute(cql, params)
+        """Run a conditional (LWT) statement; returns whether it applied and the row Cassandra returned.
+
+        A send that failed (a timeout, a node gone: it may have applied) is settled before it is sent again: a
+        SERIAL read of its row (which completes a Paxos round left half done) that already shows the write means
+        it applied (that row is returned); otherwise it is sent again, up to LWT_TRIES sends in all."""
+        for sends in range(1, LWT_TRIES + 1):
+            try:
+                rows = await self.execute(cql, params)
+                break
+            except Unavailable:
+                intent = self._intent(cql, params)
+                if intent is None or sends == LWT_TRIES:
+                    raise
+                state = await self._read_serial(intent)
+                metrics.lwt_settled.labels("applied" if intent.shows(state) else "sent_again").inc()
+                if intent.shows(state):
+                    log.warning("a conditional write that failed had applied (its row shows it): %s", cql)
+                    return True, state or {}
         row = rows[0] if rows else {"[applied]": False}
         return bool(row.get("[applied]")), row
+
+    def _intent(self, cql: str, params: Sequence[Any]) -> LwtIntent | None:
+        table = re.search(r"\b(?:UPDATE|INTO|FROM)\s+(\w+)", cql, re.IGNORECASE)
+        meta = self._cluster.metadata.keyspaces.get(self.keyspace)
+        columns = meta.tables.get(table.group(1)) if meta is not None and table is not None else None
+        primary_key = [c.name for c in columns.primary_key] if columns is not None else []
+        intent = intent_of(cql, params, primary_key)
+        if intent is None and not self._intents.get(cql):
+            self._intents[cql] = True
+            log.error("a conditional write store.retries cannot settle is not sent again: %s", cql)
+        return intent
+
+    async def _read_serial(self, intent: LwtIntent) -> Row | None:
+        """The row `intent` writes, read at SERIAL (a Paxos read: it sees every applied conditional write)."""
+        bound = (await self.prepare(intent.read)).bind(intent.read_params)
+        bound.consistency_level = ConsistencyLevel.SERIAL
+        metrics.cql_statements.labels("read").inc()
+        result = await _await(self._call(self._session.execute_async, bound), self.settings.hosts)
+        self._check_shape(intent.read, result.column_names)
+        rows = list(result.current_rows)
+        return rows[0] if rows else None
+
+    def _check_keys(self, cql: str, params: Sequence[Any], rows: list[Row]) -> None:
+        """Refuse rows of another key: a read's rows that carry a column its WHERE clause fixes (`column = ?`)
+        must hold the value asked for (a crossed answer of the same shape, which `_check_shape` cannot tell). A
+        crossed answer is another request's whole answer, so its first and last rows tell (no per-row cost on a
+        preload of thousands)."""
+        if not rows:
+            return
+        keys = self._keys.get(cql)
+        if keys is None:
+            keys = self._keys[cql] = keyed_by(cql)
+        for column, index in keys:
+            if index >= len(params):
+                continue
+            asked = params[index]
+            for row in (rows[0], rows[-1]):
+                found = row.get(column, asked)
+                comparable = isinstance(found, type(asked)) or isinstance(asked, type(found))  # a value as stored
+                if found != asked and comparable and not same_value(found, asked):
+                    metrics.backend_errors.labels("cassandra").inc()
+                    log.error("Cassandra answered a row of %s %s for %s = %s: %s; not used", column, found, column,
+                              asked, cql)  # fmt: skip
+                    raise Unavailable("Cassandra answered rows of another key; try again")
+
+    def _check_shape(self, cql: str, columns: Sequence[str] | None) -> None:
+        """Refuse rows that are not of the statement's shape: a read's must carry every column it was prepared
+        with (more is a column added since), a conditional write's its `[applied]`."""
+        expected = self._columns.get(cql)
+        if expected:
+            missing = set(expected) - set(columns or ())
+        elif statement_kind(cql) == "lwt":
+            missing = {"[applied]"} - set(columns or ())
+        else:
+            return
+        if missing:
+            metrics.backend_errors.labels("cassandra").inc()
+            log.error("Cassandra answered rows without %s for %s (columns %s); not used", sorted(missing), cql, columns)
+            raise Unavailable("Cassandra answered rows of another shape; try again")
 
     async def batch(self, statements: Sequence[tuple[str, Sequence[Any]]], *, logged: bool = True) -> None:
         """Write several rows as one (logged: all or nothing) batch."""
         batch = BatchStatement(batch_type=BatchType.LOGGED if logged else BatchType.UNLOGGED)
         for cql, params in statements:
             batch.add(await self.prepare(cql), params)
+        batch.is_idempotent = all(is_idempotent(cql) for cql, _ in statements)
         metrics.cql_statements.labels("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)

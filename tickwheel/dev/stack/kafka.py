@@ -7,7 +7,9 @@ brokers and `min.insync.replicas=2`: an acks=all write succeeds with one broker 
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
+import os
 import subprocess
 import uuid
 from collections.abc import Sequence
@@ -170,7 +172,13 @@ def _prepare_node(stack_dir: Path, hosts: Sequence[str], index: int) -> None:
     """Format a node's storage with the cluster's one id (written once in the stack directory)."""
     id_file = stack_dir / CLUSTER_ID_FILE
     if not id_file.exists():
-        id_file.write_text(_new_cluster_id() + "\n")
+        # The three nodes prepare at once: each links its own complete file in, the first link wins (a plain
+        # exists-then-write let two nodes format with different ids: INCONSISTENT_CLUSTER_ID, a broker that exits).
+        mine = stack_dir / f"{CLUSTER_ID_FILE}.{index}"
+        mine.write_text(_new_cluster_id() + "\n")
+        with contextlib.suppress(FileExistsError):
+            os.link(mine, id_file)
+        mine.unlink()
     _prepare(stack_dir, f"{NAME}-{index + 1}", _node_properties(hosts, index), id_file.read_text().strip(), [])
 
 
