@@ -24,7 +24,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.jobs import JobState
 
 from . import audit
-from .context import api_of
+from .context import api_of, run_retention_s
 from .idempotency import idempotent
 from .jobs import job_for_tenant
 from .responses import json_response
@@ -73,7 +73,11 @@ async def _backfill(request: web.Request, body: bytes) -> web.Response:
         raise InvalidInput(
             f"the range holds {many} occurrences; at most {MAX_BACKFILL} per call (split the range)", field="to"
         )
-    made = [dataclasses.replace(requested_run(job, "backfill", r.scheduled_at), fire_at=r.fire_at) for r in plan.runs]
+    retention_s = run_retention_s(request)
+    made = [
+        dataclasses.replace(requested_run(job, "backfill", r.scheduled_at, retention_s), fire_at=r.fire_at)
+        for r in plan.runs
+    ]
     if not asked.dry_run:
         await _write(request, made, now)
         detail = {"from": instant(start), "to": instant(end), "count": len(made)}

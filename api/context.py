@@ -10,6 +10,7 @@ from aiohttp import web
 
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.retention import retention_s
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.ports import ApiStore
@@ -55,6 +56,12 @@ def api_of(request: web.Request) -> Api:
 
 def tenant_of(request: web.Request) -> Tenant:
     return request[TENANT]
+
+
+def run_retention_s(request: web.Request) -> int:
+    """How long the caller's runs, attempts and run history are kept past their due time, in seconds: the
+    tenant's `retention_days`, else settings.retention.runs_days. Every write of a run's rows carries it."""
+    return retention_s(api_of(request).settings.retention.runs_days, tenant_of(request).retention_days)
 
 
 def key_id_of(request: web.Request) -> str | None:

@@ -16,7 +16,7 @@ from tickwheel.store.jobs import JobState
 from tickwheel.store.records import DeadLetter
 
 from . import audit
-from .context import api_of, tenant_of
+from .context import api_of, run_retention_s, tenant_of
 from .idempotency import idempotent
 from .responses import json_response, list_document, page_limit, parse_uuid, path_uuid, query_instant
 from .wire import instant, parse_json
@@ -68,7 +68,9 @@ async def _redrive(request: web.Request, letter: DeadLetter, now: datetime) -> b
     if job is None or job.state is not JobState.ACTIVE:
         state = "deleted" if job is None or job.state is JobState.DELETED else "paused"
         raise Conflict(f"job {letter.job_id} is {state}; resume it before redriving its runs")
-    run = await api.store.redrive_dead_letter(letter, now, now, job_version=job.version)
+    run = await api.store.redrive_dead_letter(
+        letter, now, now, job_version=job.version, retention_s=run_retention_s(request)
+    )
     if run is None:
         return False
     await api.near.announce_if_near(due_run_for(run.identity(), attempt=run.attempt, fire_at=now), now)

@@ -26,7 +26,7 @@ from tickwheel.store.records import RunStatus
 from tickwheel.store.runs import NewRun
 
 from . import audit, quotas
-from .context import Api, api_of, tenant_of
+from .context import Api, api_of, run_retention_s, tenant_of
 from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
 from .planning import next_at, resume_at
 from .responses import job_document, json_response, list_document, page_limit, path_uuid, preview_document
@@ -63,13 +63,17 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
     return msgspec.structs.replace(definition, schedule=msgspec.structs.replace(doc, anchor_at=anchor))
 
 
-async def _replayed_job(api: Api, keyed: KeyedCreate, existing: job_store.KeyedJob, now: datetime) -> Job:
+async def _replayed_job(
+    api: Api, keyed: KeyedCreate, existing: job_store.KeyedJob, now: datetime, retention_s: int
+) -> Job:
     """The same key again: the job it made, after completing its first run if that request died before writing
     it (a request younger than the store's timeout may still be writing it: 409, try again)."""
     check_replay(keyed, existing.request_hash)
     job = existing.job
     if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:
-        first = job_store.occurrence_run(job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at)
+        first = job_store.occurrence_run(
+            job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at, retention_s=retention_s
+        )
         if await api.store.get_run(first.run_id) is None:
             if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
                 raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
@@ -128,7 +132,9 @@ async def create(
     if at is None:
         raise InvalidInput("the schedule has no occurrence from now on", field="schedule")
     shard = shard_of(job_id, api.settings.shards)
-    run = job_store.occurrence_run(job_id, tenant.tenant_id, shard, 1, definition, at)
+    run = job_store.occurrence_run(
+        job_id, tenant.tenant_id, shard, 1, definition, at, retention_s=run_retention_s(request)
+    )
     job = Job(
         job_id, tenant.tenant_id, shard, JobState.ACTIVE, 1, definition, definition.priority,
         run.scheduled_at, run.run_id, 0, None, None, now, now,
@@ -146,7 +152,7 @@ async def create(
         raise
     if existing is not None and keyed is not None:
         await quotas.give_back_job_slot(api, tenant)
-        return await _replayed_job(api, keyed, existing, now), True
+        return await _replayed_job(api, keyed, existing, now, run_retention_s(request)), True
     metrics.jobs_created.labels(definition.schedule.type).inc()
     audit.created()
     await api.near.announce_if_near(due_run_for(run), now)
@@ -248,7 +254,7 @@ async def _patch(request: web.Request, body: bytes) -> web.Response:
         elif "payload" in document:
             merged.pop("payloadBase64", None)
         definition, schedule = parse_definition(api, request, merged, now)
-    change, run = plan_change(job, state, definition, schedule, now)
+    change, run = plan_change(job, state, definition, schedule, now, run_retention_s(request))
     return await apply_change(request, job, change, run, now)
 
 
@@ -261,9 +267,9 @@ def _patched_state(value: Any, job: Job) -> JobState:
 
 
 def plan_change(
-    job: Job, state: JobState, definition: JobDefinition, schedule: Schedule | None, now: datetime
+    job: Job, state: JobState, definition: JobDefinition, schedule: Schedule | None, now: datetime, retention_s: int
 ) -> tuple[JobChange, NewRun | None]:
-    """The job's new values and the run it should have next."""
+    """The job's new values and the run it should have next (kept `retention_s`, the tenant's run retention)."""
     if state is not JobState.ACTIVE:
         return JobChange(state, definition, None, None), None
     edited_schedule = schedule is not None and definition.schedule != job.definition.schedule
@@ -276,7 +282,9 @@ def plan_change(
         at = next_at(schedule or schedule_of(definition), now, job.fired_count)
     if at is None:
         return JobChange(state, definition, None, None), None
-    run = job_store.occurrence_run(job.job_id, job.tenant_id, job.shard, job.version + 1, definition, at)
+    run = job_store.occurrence_run(
+        job.job_id, job.tenant_id, job.shard, job.version + 1, definition, at, retention_s=retention_s
+    )
     return JobChange(state, definition, run.scheduled_at, run.run_id), run
 
 
@@ -284,7 +292,7 @@ async def apply_change(
     request: web.Request, job: Job, change: JobChange, run: NewRun | None, now: datetime
 ) -> web.Response:
     api = api_of(request)
-    applied, found = await api.store.reschedule(job, change, run, now)
+    applied, found = await api.store.reschedule(job, change, run, now, retention_s=run_retention_s(request))
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found})", field="If-Match")
     if run is not None:
@@ -317,7 +325,7 @@ async def _delete(request: web.Request) -> web.Response:
         expected_version(request, job)
     now = api.clock()
     change = JobChange(JobState.DELETED, job.definition, None, None)
-    applied, found = await api.store.reschedule(job, change, None, now)
+    applied, found = await api.store.reschedule(job, change, None, now, retention_s=run_retention_s(request))
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found}); retry", field="If-Match")
     await quotas.give_back_job_slot(api, tenant_of(request))

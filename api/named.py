@@ -24,7 +24,7 @@ from tickwheel.store.jobs import Job, JobState
 from tickwheel.store.names import NameClaim
 
 from . import jobs
-from .context import api_of, tenant_of
+from .context import api_of, run_retention_s, tenant_of
 from .idempotency import idempotent
 from .responses import job_document, json_response
 from .wire import parse_json
@@ -105,7 +105,7 @@ async def _replace(
         jobs.expected_version(request, job)
     if definition == job.definition:
         return json_response(job_document(job), etag=job.version)
-    change, run = jobs.plan_change(job, job.state, definition, schedule, now)
+    change, run = jobs.plan_change(job, job.state, definition, schedule, now, run_retention_s(request))
     return await jobs.apply_change(request, job, change, run, now)
 
 

@@ -14,7 +14,7 @@ from tickwheel.errors import Conflict, InvalidInput, NotFound
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.records import Found, Run, RunStatus
 
-from .context import api_of, tenant_of
+from .context import api_of, run_retention_s, tenant_of
 from .idempotency import idempotent
 from .jobs import job_for_tenant
 from .responses import json_response, list_document, page_limit, path_uuid, run_document
@@ -123,7 +123,7 @@ async def _heartbeat(request: web.Request, body: bytes) -> web.Response:
         if lease_until <= now:
             raise Conflict(f"the run's maximum lease ({completion.max_lease_s} s from its claim) has passed",
                            field="attempt")  # fmt: skip
-    transition = await api.store.extend_lease(run.run_id, attempt, lease_until)
+    transition = await api.store.extend_lease(run.run_id, attempt, lease_until, now, run_retention_s(request))
     if not transition.applied or transition.lease_until is None:
         raise _not_holding(attempt, transition.found)
     return json_response({"id": str(run.run_id), "attempt": attempt, "lease_until": instant(transition.lease_until)})
@@ -179,7 +179,8 @@ async def _complete(request: web.Request, body: bytes) -> web.Response:
         raise Conflict("the run's job does not use asynchronous completion (asyncCompletion)", field="attempt")
     now = api.clock()
     report = CompletionReport(report.outcome, report.detail, int(now.timestamp() * 1000))
-    transition = await api.store.report_completion(run.identity(), attempt, encode(report).decode(), now)
+    held = run.identity(run_retention_s(request))
+    transition = await api.store.report_completion(held, attempt, encode(report).decode(), now)
     if not transition.applied:
         metrics.async_completions.labels("refused").inc()
         found = transition.found

@@ -31,7 +31,7 @@ from tickwheel.store.jobs import Job, JobState, occurrence_run, run_of
 from tickwheel.store.runs import NewRun
 
 from . import audit
-from .context import api_of
+from .context import api_of, run_retention_s
 from .idempotency import idempotent
 from .jobs import apply_change, expected_version, job_for_tenant, plan_change
 from .responses import json_response
@@ -89,7 +89,7 @@ async def _trigger(request: web.Request, body: bytes) -> web.Response:
     now = api.clock()
     at = whole_ms(_trigger_at(asked, now))
     _check_state(job, asked.force)
-    run = requested_run(job, "trigger", at, forced=asked.force)
+    run = requested_run(job, "trigger", at, run_retention_s(request), forced=asked.force)
     await api.store.create_run(run, now)
     await api.near.announce_if_near(due_run_for(run), now)
     detail = {"run_id": str(run.run_id), "at": instant(at), "forced": run.forced}
@@ -116,9 +116,9 @@ def _check_state(job: Job, force: bool) -> None:
         raise Conflict('the job is paused; send "force": true to run it anyway', field="force")
 
 
-def requested_run(job: Job, origin: str, at: datetime, *, forced: bool = False) -> NewRun:
-    """A run of `job` made on request for the instant `at`, with its own id and its origin."""
-    run = run_of(job, at, run_id=requested_run_id(job.job_id, origin, at))
+def requested_run(job: Job, origin: str, at: datetime, retention_s: int, *, forced: bool = False) -> NewRun:
+    """A run of `job` made on request for the instant `at`, with its own id and its origin, kept `retention_s`."""
+    run = run_of(job, at, run_id=requested_run_id(job.job_id, origin, at), retention_s=retention_s)
     return dataclasses.replace(run, origin=origin, forced=forced)
 
 
@@ -218,7 +218,7 @@ async def _reschedule(
     """Apply a changed schedule document as PATCH would (versioned LWT, next run moved)."""
     definition = msgspec.structs.replace(job.definition, schedule=doc)
     schedule = check_schedule(definition, min_interval_s=0)  # only what this request added needs checking
-    change, run = plan_change(job, state or job.state, definition, schedule, now)
+    change, run = plan_change(job, state or job.state, definition, schedule, now, run_retention_s(request))
     return await apply_change(request, job, change, run, now)
 
 
@@ -229,7 +229,10 @@ async def _catch_up_at(request: web.Request, job: Job, until: datetime, now: dat
         return
     api = api_of(request)
     for at in catch_up(schedule_of(job.definition), now, until, rule.policy, rule.max_count, rule.max_age_s):
-        run = occurrence_run(job.job_id, job.tenant_id, job.shard, job.version + 1, job.definition, at)
+        run = occurrence_run(
+            job.job_id, job.tenant_id, job.shard, job.version + 1, job.definition, at,
+            retention_s=run_retention_s(request),
+        )  # fmt: skip
         run = dataclasses.replace(run, fire_at=until)
         await api.store.create_run(run, now)
         await api.near.announce_if_near(due_run_for(run), now)

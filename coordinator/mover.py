@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import replace
 from datetime import datetime, timedelta
 
 from tickwheel import metrics
@@ -15,6 +16,7 @@ from tickwheel.core.horizon import days_to_move
 from tickwheel.settings import Settings
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.ports import FarStore
+from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +33,7 @@ class FarMover:
         self.near = NearAnnouncer(settings, producer)
         self.lookback = timedelta(days=settings.coordinator.far_lookback_days)
         self.moved_through: datetime | None = None
+        self.tenants = TenantCache(store)
 
     def forget(self) -> None:
         """Leadership lost: the next leader term starts from the lookback again."""
@@ -51,7 +54,11 @@ class FarMover:
             async with gate:
                 waiting = await self.store.read_far_day(day, shard)
                 moved = 0
-                for run in waiting:
+                for waiting_run in waiting:
+                    retention_s = await self.tenants.run_retention_s(
+                        waiting_run.tenant_id, self.settings.retention.runs_days
+                    )
+                    run = replace(waiting_run, retention_s=retention_s)  # the row it may write again keeps it
                     if await self.store.move_far_run(run, now):
                         moved += 1
                         await self.near.announce_if_near(due_run_for(run), now)

@@ -32,6 +32,7 @@ import msgspec
 from schemas.messages import DueRun
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.reconcile import Finding, Verdict, promised, reconcile
 from tickwheel.model import catch_up_of, schedule_of
 from tickwheel.settings import Settings
@@ -39,6 +40,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.chain import is_recurring
 from tickwheel.store.jobs import Job, JobState, run_of
 from tickwheel.store.ports import ReconcilerStore
+from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,7 @@ class Reconciler:
         self._reported: dict[tuple[uuid.UUID, datetime], datetime] = {}
         self._cursor: str | None = None  # where the next pass resumes in the jobs table (None: at the start)
         self._version_started: dict[tuple[uuid.UUID, int], datetime | None] = {}
+        self.tenants = TenantCache(store)
 
     async def reconcile(self, now: datetime) -> dict[Verdict, int]:
         """One pass over the next `reconcile_pages_per_pass` pages of jobs (from where the last pass stopped);
@@ -126,7 +129,8 @@ class Reconciler:
         extra = {"tenant": job.tenant_id, "job_id": str(job.job_id)}
         metrics.reconciler_findings.labels(finding.verdict.value).inc()
         if finding.verdict is Verdict.REPAIRED:
-            run = run_of(job, finding.at, fire_at=now)
+            retention_s = await self.tenants.run_retention_s(job.tenant_id, self.settings.retention.runs_days)
+            run = run_of(job, finding.at, fire_at=now, retention_s=retention_s)
             await self.store.create_run(run, now)
             await self.near.announce_if_near(due_run_for(run), now)
             log.warning(
@@ -145,5 +149,5 @@ class Reconciler:
 def missed_message(job: Job, finding: Finding, now: datetime) -> DueRun:
     """The lane message that tells the job's notification route of an unrepaired miss: a DueRun of kind
     `missed` for the occurrence's run id, with the reason."""
-    due = due_run_for(run_of(job, finding.at, fire_at=now), kind="missed")
+    due = due_run_for(run_of(job, finding.at, fire_at=now, retention_s=RUN_RETENTION_S), kind="missed")  # no row
     return msgspec.structs.replace(due, missed_reason=finding.verdict.value)

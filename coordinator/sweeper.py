@@ -28,6 +28,7 @@ from tickwheel.store.runs import (
     RunKind,
     RunStatus,
 )
+from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +102,11 @@ class Sweeper:
         self.store = store
         self.near = NearAnnouncer(settings, producer)
         self.grace = timedelta(seconds=settings.coordinator.sweep_grace_s)
+        self.tenants = TenantCache(store)
+
+    async def _retention_s(self, tenant_id: str) -> int:
+        """The tenant's run retention, which every run row a repair writes carries."""
+        return await self.tenants.run_retention_s(tenant_id, self.settings.retention.runs_days)
 
     async def sweep(self, now: datetime) -> dict[Repair, int]:
         """One pass over the jobs table (paged); returns the repairs made."""
@@ -160,7 +166,7 @@ class Sweeper:
             repair = diagnose_stranded(held, now, self.grace)
             if repair is None:
                 continue
-            await self._refire_stranded(repair, run.identity(), held, now)
+            await self._refire_stranded(repair, run.identity(await self._retention_s(run.tenant_id)), held, now)
             metrics.sweeper_repairs.labels(reason=repair.value).inc()
             log.warning(
                 "sweeper repaired run %s: %s (attempt %s, status %s)",
@@ -179,7 +185,7 @@ class Sweeper:
         kind = RunKind.LEASE_CHECK if repair is Repair.LEASE_LAPSED else RunKind.RUN
         await self.store.write_due_row(run, now, held.attempt, kind)
         if repair is Repair.RETRY_UNFIRED:
-            await self.store.move_due(run.run_id, RunStatus.RETRY, held.attempt, now)
+            await self.store.move_due(run, RunStatus.RETRY, held.attempt, now, now)
         await self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
 
     async def _run(self, run_id: uuid.UUID) -> RunView | None:
@@ -194,9 +200,10 @@ class Sweeper:
             await self._skip_missed(job, next_run_at, plan.next_at, now)
             return
         fire_at = next_run_at if repair is Repair.RECREATE else now
-        run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id)
+        retention_s = await self._retention_s(job.tenant_id)
+        run = run_of(job, next_run_at, fire_at=fire_at, run_id=job.next_run_id, retention_s=retention_s)
         if repair is Repair.REFIRE:  # its due time moves to now, so the next pass does not repair it again
-            await self.store.move_due(run.run_id, RunStatus.SCHEDULED, 0, fire_at)
+            await self.store.move_due(run, RunStatus.SCHEDULED, 0, fire_at, now)
         await self.store.create_run(run, now)
         await self._announce(run, now)
 
@@ -204,8 +211,11 @@ class Sweeper:
         """Cancel the missed run; point the job at `next_at`, written due no earlier than now (a missed
         occurrence the policy still runs is in a minute the dispatchers have read already)."""
         assert job.next_run_id is not None
-        await self.store.cancel(run_of(job, missed_at, run_id=job.next_run_id), now)
-        following = None if next_at is None else run_of(job, next_at, fire_at=max(next_at, now))
+        retention_s = await self._retention_s(job.tenant_id)
+        await self.store.cancel(run_of(job, missed_at, run_id=job.next_run_id, retention_s=retention_s), now)
+        following = None
+        if next_at is not None:
+            following = run_of(job, next_at, fire_at=max(next_at, now), retention_s=retention_s)
         result = await point_job(self.store, job, job.next_run_id, following, job.fired_count, now)
         if result is ChainResult.CHAINED and following is not None:
             await self._announce(following, now)

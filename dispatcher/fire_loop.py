@@ -24,6 +24,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import buckets
 from tickwheel.store.chain import Step, chain
 from tickwheel.store.ports import DispatcherStore
+from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ class Firing:
         name: str,
     ):
         self.cfg = settings.dispatcher
+        self.runs_days = settings.retention.runs_days
+        self.tenants = TenantCache(store)  # the run retention of the runs chaining writes
         self.table, self.store, self.producer, self.ownership, self.clock = table, store, producer, ownership, clock
         self.name = name
         self.topics = topic_names(settings.kafka.topic_prefix)
@@ -199,9 +202,11 @@ class Firing:
 
     async def _chain_step(self, run: DueRun) -> Step:
         cfg = self.cfg
+        retention_s = await self.tenants.run_retention_s(run.tenant_id, self.runs_days)  # the runs it writes keep it
         return await chain(
-            self.store, run, self.clock.now(), missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s
-        )
+            self.store, run, self.clock.now(), retention_s=retention_s,
+            missed_after_s=cfg.missed_after_s, recheck_s=cfg.overlap_recheck_s,
+        )  # fmt: skip
 
     def _take_written(self, step: Step) -> None:
         """The next run (or this one, buffered) may fall inside the horizon already loaded: take it directly."""

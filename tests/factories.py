@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from schemas.messages import HttpTarget, JobDefinition, RetryDoc, ScheduleDoc
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.ids import shard_of
 from tickwheel.core.instants import whole_ms
 from tickwheel.store.jobs import occurrence_run
@@ -38,12 +39,13 @@ def job(
     state: JobState = JobState.ACTIVE,
     fired_count: int = 0,
     job_definition: JobDefinition | None = None,
+    retention_s: int = RUN_RETENTION_S,
 ) -> tuple[Job, NewRun]:
-    """A new job whose next run is its occurrence at `first_at`, and that run."""
+    """A new job whose next run is its occurrence at `first_at` (kept `retention_s`), and that run."""
     job_id = uuid.uuid4()
     spec = job_definition or definition(anchor=first_at)
     shard = shard_of(job_id, SHARDS)
-    run = occurrence_run(job_id, tenant_id, shard, version, spec, first_at)
+    run = occurrence_run(job_id, tenant_id, shard, version, spec, first_at, retention_s=retention_s)
     made = Job(
         job_id=job_id, tenant_id=tenant_id, shard=shard, state=state, version=version, definition=spec,
         lane=spec.priority, next_run_at=run.scheduled_at, next_run_id=run.run_id, fired_count=fired_count,

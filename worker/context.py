@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -13,10 +11,8 @@ from yarl import URL
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
 from tickwheel.egress import canonical_authority, canonical_host
 from tickwheel.settings import WorkerSettings
-from tickwheel.store.ports import TenantStore
 from tickwheel.store.records import NewRun, Tenant
-
-TENANT_CACHE_S = 30.0
+from tickwheel.tenancy import TenantCache as TenantCache
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,47 +56,3 @@ class RunContext:
     def lease_s(self, settings: WorkerSettings) -> float:
         """How long a claim holds the run: long enough for the call, its timeout and recording the outcome."""
         return max(float(settings.lease_s), self.call_timeout_s(settings) + settings.lease_margin_s)
-
-
-class TenantCache:
-    """Tenant rows change rarely (secret rotation, caps); a short cache keeps them off the per-run path."""
-
-    def __init__(self, store: TenantStore, ttl_s: float = TENANT_CACHE_S):
-        self.store = store
-        self.ttl_s = ttl_s
-        self._cache: dict[str, tuple[float, asyncio.Future[Tenant]]] = {}
-
-    async def get(self, tenant_id: str) -> Tenant:
-        """The tenant, read at most once per `ttl_s` however many runs ask at the same moment."""
-        cached = self._cache.get(tenant_id)
-        if cached and time.monotonic() - cached[0] < self.ttl_s:
-            return await asyncio.shield(cached[1])
-        future = asyncio.ensure_future(self._read(tenant_id))
-        self._cache[tenant_id] = (time.monotonic(), future)
-        try:
-            return await asyncio.shield(future)
-        except BaseException:
-            self._cache.pop(tenant_id, None)  # a failed read is not cached
-            raise
-
-    def weight_of(self, tenant_id: str) -> int:
-        """The tenant's fair-share weight as cached, without waiting: 1 until its row has been read (the read is
-        started here, so the next turn has it)."""
-        cached = self._cache.get(tenant_id)
-        if cached is None or time.monotonic() - cached[0] >= self.ttl_s:
-            task = asyncio.ensure_future(self.get(tenant_id))
-            task.add_done_callback(_ignore_failure)
-            return 1
-        future = cached[1]
-        if future.done() and not future.cancelled() and future.exception() is None:
-            return future.result().weight or 1
-        return 1
-
-    async def _read(self, tenant_id: str) -> Tenant:
-        return await self.store.call_settings(tenant_id)
-
-
-def _ignore_failure(task: asyncio.Future[Tenant]) -> None:
-    """A weight read that failed is tried again at the tenant's next turn; the run's own read will report it."""
-    if not task.cancelled():
-        task.exception()

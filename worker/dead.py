@@ -37,7 +37,7 @@ class DeadLetters:
             tuple(attempts),
         )  # fmt: skip
         ttl_s = retention_s(self.retention.dead_letters_days, ctx.tenant.retention_days)
-        await self.store.add_dead_letter(letter, ttl_s)
+        await self.store.add_dead_letter(letter, ttl_s, run.retention_s)
         metrics.dead_letters.labels(_reason(last_error)).inc()
         if ctx.definition.alert_url:
             await self.alert(ctx, len([a for a in attempts if a.get("kind") != "deferred"]), last_error, now)

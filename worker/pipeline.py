@@ -30,6 +30,7 @@ from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.instants import epoch_ms
 from tickwheel.core.notify import MISSED
+from tickwheel.core.retention import retention_s
 from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, decide, deferral_dead_reason
 from tickwheel.errors import TickwheelError
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit, tightened
@@ -38,7 +39,7 @@ from tickwheel.settings import Settings
 from tickwheel.store import buckets
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.ports import WorkerStore
-from tickwheel.store.records import RUNNABLE, JobHead, JobState, NewRun, Run, RunStatus
+from tickwheel.store.records import RUNNABLE, JobHead, JobState, NewRun, Run, RunStatus, Tenant
 from tickwheel.store.runs import AttemptResult
 from worker.context import RunContext, TenantCache
 from worker.dead import DeadLetters
@@ -137,7 +138,7 @@ class RunHandler:
         lease_until = min(now + timedelta(seconds=completion.lease_s),
                           started + timedelta(seconds=completion.max_lease_s))  # fmt: skip
         claimed_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # as `claim` wrote it
-        transition = await self.store.hold_lease(ctx.run, attempt, claimed_until, lease_until)
+        transition = await self.store.hold_lease(ctx.run, attempt, claimed_until, lease_until, now)
         if not transition.applied:
             log.info("held run no longer at attempt %s: %s", attempt, transition.found.status, extra=ctx.log)
             return
@@ -152,14 +153,18 @@ class RunHandler:
 
         The run row is not read: the claim's conditions (runnable, at the expected attempt, made for the job's
         current version) decide, and a claim that does not apply says why (`claim`)."""
-        run = buckets.run_of_due(due)
-        job = await self.store.read_state(run.job_id)
+        job = await self.store.read_state(due.job_id)
+        tenant = await self.tenants.get(due.tenant_id)
+        run = dataclasses.replace(buckets.run_of_due(due), retention_s=self.run_retention_s(tenant))
         if job is None or (job.state is not JobState.ACTIVE and not await self.forced_through_pause(due, job)):
             await self.cancel(run, "gone" if job is None else job.state.value.lower())
             return None
-        tenant = await self.tenants.get(run.tenant_id)
         run = dataclasses.replace(run, job_version=job.version)
         return RunContext(due, run, job.definition, tenant)
+
+    def run_retention_s(self, tenant: Tenant) -> int:
+        """How long the tenant's run rows are kept past their due time: every write of them carries it."""
+        return retention_s(self.settings.retention.runs_days, tenant.retention_days)
 
     async def forced_through_pause(self, due: DueRun, job: JobHead) -> bool:
         """Whether a run of a PAUSED job is a forced trigger (POST .../trigger with force), which runs anyway; only
@@ -334,7 +339,8 @@ class RunHandler:
             return
         if held.lease_until is not None and held.lease_until > now:
             return  # extended by a heartbeat; a later lease_check row covers the new lease
-        run = held.identity()
+        tenant = await self.tenants.get(held.tenant_id)
+        run = held.identity(self.run_retention_s(tenant))
         job = await self.store.read_state(run.job_id)
         retry_at = None
         if job is not None:
@@ -350,7 +356,7 @@ class RunHandler:
         log.warning("lease expired; run %s", "retried" if retry_at else "dead", extra=extra)
         if job is None:
             return
-        ctx = RunContext(due, run, job.definition, await self.tenants.get(run.tenant_id))
+        ctx = RunContext(due, run, job.definition, tenant)
         if self.notifier is not None:
             status = RunStatus.RETRY if retry_at else RunStatus.DEAD
             self.notifier.outcome(ctx, due.attempt, status.value, None, "lease expired")
@@ -361,7 +367,8 @@ class RunHandler:
         """Record an asynchronous run's reported outcome, as `run` records a call's (a job deleted meanwhile gets
         no retry)."""
         report = decode_report(report_text)
-        run = held.identity()
+        tenant = await self.tenants.get(held.tenant_id)
+        run = held.identity(self.run_retention_s(tenant))
         job = await self.store.read_state(run.job_id)
         now = self.clock()
         policy = RetryPolicy(max_attempts=due.attempt) if job is None else retry_policy_of(job.definition)
@@ -371,7 +378,7 @@ class RunHandler:
             if await self.store.finish(run, due.attempt, verdict.record, self.worker_id, started, now):
                 metrics.async_completions.labels("recorded").inc()
             return
-        ctx = RunContext(due, run, job.definition, await self.tenants.get(run.tenant_id))
+        ctx = RunContext(due, run, job.definition, tenant)
         result = CallResult(started.timestamp(), now.timestamp(), status=202, detail=report.detail)
         await self.record(ctx, due.attempt, result, verdict, started)
         metrics.async_completions.labels("recorded").inc()

@@ -45,7 +45,7 @@ def test_only_statements_that_write_the_same_again_are_idempotent(cql: str, idem
 
 def test_a_claim_is_recognised_by_the_values_it_sets_in_its_row() -> None:
     lease = datetime(2026, 12, 1, 3, 1, tzinfo=UTC)
-    intent = intent_of(runs.CLAIM, [1, lease, "w1", NOW, RUN, 0, 3], ["run_id"])
+    intent = intent_of(runs.CLAIM, [86_400, 1, lease, "w1", NOW, RUN, 0, 3], ["run_id"])  # USING TTL ? first
     assert intent is not None
     assert intent.read == "SELECT * FROM runs WHERE run_id = ?" and intent.read_params == (RUN,)
     # the driver answers timestamps naive in UTC, to the millisecond
@@ -58,7 +58,7 @@ def test_a_claim_is_recognised_by_the_values_it_sets_in_its_row() -> None:
 
 
 def test_an_outcome_with_literals_and_nulls_is_recognised() -> None:
-    intent = intent_of(runs.FINISH, ["SUCCEEDED", NOW, 200, None, None, RUN, 1], ["run_id"])
+    intent = intent_of(runs.FINISH, [86_400, "SUCCEEDED", NOW, 200, None, None, RUN, 1], ["run_id"])
     assert intent is not None and intent.read_params == (RUN,)
     row = {"status": "SUCCEEDED", "finished_at": NOW, "response_code": 200, "last_error": None, "due_at": None}
     assert intent.shows({**row, "lease_until": None})

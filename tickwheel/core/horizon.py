@@ -3,7 +3,8 @@
 A first attempt due more than FAR_AFTER ahead waits in the far-horizon table (`runs_far`) instead of its minute
 bucket; the coordinator's mover writes it into `runs_by_bucket` once its day starts before now + MOVE_LEAD. So
 `runs_by_bucket` only holds rows due within days of their write (its 14-day TTL and 1-hour TWCS windows stay
-right), and the `runs` / `runs_by_job` rows carry a TTL of (due - now) + RUN_RETENTION.
+right), and every write of the `runs` / `runs_by_job` / `run_attempts` rows carries a TTL of (due - now) plus the
+tenant's run retention (`retention_ttl_s`), so a run's cells expire together whatever its tenant keeps.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ FAR_AFTER = timedelta(days=7)
 MOVE_LEAD = timedelta(days=2)
 """The mover writes a day's runs into their buckets once the day starts before now + MOVE_LEAD."""
 RUN_RETENTION = timedelta(days=30)
-"""How long `runs` and `runs_by_job` rows outlive the run's due time (the tables' default TTL)."""
+"""How long a run's rows outlive its due time by default (settings.retention.runs_days; the tables' default TTL)."""
+RUN_RETENTION_S = int(RUN_RETENTION.total_seconds())
 MAX_TTL_S = 20 * 365 * 86400
 """Cassandra refuses a TTL above 20 years; a run due later is written again by the mover when it moves."""
 DAY = timedelta(days=1)
@@ -26,11 +28,11 @@ def is_far(fire_at: datetime, now: datetime) -> bool:
     return fire_at > now + FAR_AFTER
 
 
-def retention_ttl_s(due: datetime, now: datetime) -> int:
-    """TTL in seconds of a run's own rows written at `now`: until `due` plus the retention (at least the
-    retention, at most Cassandra's limit)."""
+def retention_ttl_s(due: datetime, now: datetime, retention_s: int) -> int:
+    """TTL in seconds of a run's rows written at `now`: until `due` plus `retention_s` (its tenant's run
+    retention), at least the retention and at most Cassandra's limit."""
     until_due_s = max(0, int((due - now).total_seconds()))
-    return min(MAX_TTL_S, until_due_s + int(RUN_RETENTION.total_seconds()))
+    return min(MAX_TTL_S, until_due_s + retention_s)
 
 
 def day_of(at: datetime) -> datetime:

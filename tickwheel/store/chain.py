@@ -72,12 +72,12 @@ def is_recurring(job: Job) -> bool:
     return recurs(job.definition)
 
 
-def next_run_of(job: Job, after: datetime, fired_count: int) -> NewRun | None:
-    """The job's run following the occurrence `after` (None when the schedule is exhausted)."""
+def next_run_of(job: Job, after: datetime, fired_count: int, retention_s: int) -> NewRun | None:
+    """The job's run following the occurrence `after` (None when the schedule is exhausted), kept `retention_s`."""
     at = next_fire(schedule_of(job.definition), after, fired_count=fired_count)
     if at is None:
         return None
-    return run_of(job, at)
+    return run_of(job, at, retention_s=retention_s)
 
 
 async def chain(
@@ -85,11 +85,13 @@ async def chain(
     due: DueRun,
     now: datetime,
     *,
+    retention_s: int,
     missed_after_s: float = MISSED_AFTER_S,
     recheck_s: float = OVERLAP_RECHECK_S,
 ) -> Step:
     """Write the next run of the job `due` belongs to, if `due` is its current first attempt, applying the job's
-    catch-up policy (an occurrence more than `missed_after_s` late is missed) and its overlap policy."""
+    catch-up policy (an occurrence more than `missed_after_s` late is missed) and its overlap policy. Every run
+    row written is kept `retention_s` (the tenant's run retention) past its due time."""
     if due.kind != "run" or due.attempt != 0:
         return Step(ChainResult.NOT_RECURRING)
     if not is_schedule_run(due.run_id, due.job_id, due.scheduled_at_ms):
@@ -106,23 +108,27 @@ async def chain(
         return Step(ChainResult.STALE)
     scheduled_at = from_epoch_ms(due.scheduled_at_ms)
     if job.next_run_id != due.run_id:  # a re-fire, or a buffered occurrence looking again
-        result, following = await advance_job(store, job, due.run_id, scheduled_at, job.fired_count + 1, now)
-        return await _overlap(store, job, due, now, Step(result, following), recheck_s)
+        result, following = await advance_job(
+            store, job, due.run_id, scheduled_at, job.fired_count + 1, now, retention_s=retention_s
+        )
+        return await _overlap(store, job, due, now, Step(result, following), recheck_s, retention_s)
     late_after_s = missed_after_s + due.tolerance_ms / 1000
     plan = plan_occurrence(
         schedule_of(job.definition), scheduled_at, now, catch_up_of(job.definition),
         fired_count=job.fired_count, late_after_s=late_after_s,
     )  # fmt: skip
-    following = run_of(job, plan.next_at) if plan.next_at is not None else None
+    following = run_of(job, plan.next_at, retention_s=retention_s) if plan.next_at is not None else None
     result = await point_job(store, job, due.run_id, following, job.fired_count + int(plan.fire), now)
     written = following if result is ChainResult.CHAINED else None
     if not plan.fire and result is not ChainResult.STALE:
-        await store.cancel(run_of_due(due), now)
+        await store.cancel(replace(run_of_due(due), retention_s=retention_s), now)
         return Step(ChainResult.MISSED, written, send=False)
-    return await _overlap(store, job, due, now, Step(result, written), recheck_s)
+    return await _overlap(store, job, due, now, Step(result, written), recheck_s, retention_s)
 
 
-async def _overlap(store: ChainStore, job: Job, due: DueRun, now: datetime, step: Step, recheck_s: float) -> Step:
+async def _overlap(
+    store: ChainStore, job: Job, due: DueRun, now: datetime, step: Step, recheck_s: float, retention_s: int
+) -> Step:
     policy = overlap_of(job.definition)
     if policy is OverlapPolicy.ALLOW:
         return step
@@ -130,7 +136,7 @@ async def _overlap(store: ChainStore, job: Job, due: DueRun, now: datetime, step
     verdict = overlap_verdict(policy, await store.earlier_in_flight(job.job_id, scheduled_at))
     if verdict is Overlap.START:
         return step
-    run = run_of_due(due)
+    run = replace(run_of_due(due), retention_s=retention_s)
     if verdict is Overlap.SKIP:
         await store.cancel(run, now)
         return replace(step, result=ChainResult.OVERLAP_SKIPPED, send=False)
@@ -140,10 +146,18 @@ async def _overlap(store: ChainStore, job: Job, due: DueRun, now: datetime, step
 
 
 async def advance_job(
-    store: ChainStore, job: Job, current_run_id: uuid.UUID, after: datetime, fired_count: int, now: datetime
+    store: ChainStore,
+    job: Job,
+    current_run_id: uuid.UUID,
+    after: datetime,
+    fired_count: int,
+    now: datetime,
+    *,
+    retention_s: int,
 ) -> tuple[ChainResult, NewRun | None]:
-    """Point the job from `current_run_id` to its next run after `after` (LWT), then write that run."""
-    following = next_run_of(job, after, fired_count)
+    """Point the job from `current_run_id` to its next run after `after` (LWT), then write that run (kept
+    `retention_s`)."""
+    following = next_run_of(job, after, fired_count, retention_s)
     result = await point_job(store, job, current_run_id, following, fired_count, now)
     return result, following if result is ChainResult.CHAINED else None
 

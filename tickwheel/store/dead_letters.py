@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.ports import RedriveStore
 from tickwheel.store.records import DeadLetter, Run, RunStatus, dead_letter_of
@@ -27,9 +28,10 @@ async def add_dead_letter(
     attempts: Sequence[dict[str, Any]],
     dead_at: datetime,
     ttl_s: int,
+    run_retention_s: int = RUN_RETENTION_S,
 ) -> None:
-    """Write the dead-letter row (kept `ttl_s`, the tenant's retention) and stamp `runs.dead_at` so the letter
-    can be found from its run id."""
+    """Write the dead-letter row (kept `ttl_s`, the tenant's dead-letter retention) and stamp `runs.dead_at` (kept
+    for the tenant's run retention, as the run's other cells) so the letter can be found from its run id."""
     await store.batch(
         [
             (
@@ -47,7 +49,7 @@ async def add_dead_letter(
                     ttl_s,
                 ],
             ),
-            ("UPDATE runs SET dead_at = ? WHERE run_id = ?", [dead_at, run_id]),
+            ("UPDATE runs USING TTL ? SET dead_at = ? WHERE run_id = ?", [run_retention_s, dead_at, run_id]),
         ],
         logged=True,
     )
@@ -95,14 +97,15 @@ async def get_dead_letter(store: CassandraStore, tenant_id: str, run_id: uuid.UU
 
 
 async def redrive_dead_letter(
-    store: RedriveStore, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int
+    store: RedriveStore, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
 ) -> Run | None:
-    """Give the dead run one more attempt due at `due_at`, for the job at `job_version`; returns the run (as
-    redriven), or None if it is no longer DEAD. Written once against the port, so the twin runs this decision."""
+    """Give the dead run one more attempt due at `due_at`, for the job at `job_version`, its rows kept for the
+    tenant's run retention `retention_s`; returns the run (as redriven), or None if it is no longer DEAD. Written
+    once against the port, so the twin runs this decision."""
     run = await store.get_run(letter.run_id)
     if run is None or run.status is not RunStatus.DEAD:
         return None
-    redriven = dataclasses.replace(run.identity(), job_version=job_version)
+    redriven = dataclasses.replace(run.identity(retention_s), job_version=job_version)
     if not await store.redrive_run(redriven, run.attempt, due_at, now):
         return None
     await store.mark_redriven(letter, now)

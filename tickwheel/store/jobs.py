@@ -38,9 +38,11 @@ def occurrence_run(
     *,
     fire_at: datetime | None = None,
     run_id: uuid.UUID | None = None,
+    retention_s: int,
 ) -> NewRun:
-    """The run of a job's occurrence `scheduled_at` for the job at `version` (its deterministic id unless given):
-    the one place a run is made, in UTC and whole milliseconds (what the store keeps and run ids are made of)."""
+    """The run of a job's occurrence `scheduled_at` for the job at `version` (its deterministic id unless given),
+    kept `retention_s` past its due time (its tenant's run retention): the one place a run is made, in UTC and
+    whole milliseconds (what the store keeps and run ids are made of)."""
     at = whole_ms(scheduled_at.astimezone(UTC))
     return NewRun(
         run_id=run_id or run_id_for(job_id, at),
@@ -53,16 +55,24 @@ def occurrence_run(
         fire_at=at if fire_at is None else whole_ms(fire_at.astimezone(UTC)),
         tolerance_ms=tolerance_ms_of(definition),
         recurring=recurs(definition),
+        retention_s=retention_s,
     )
 
 
 def run_of(
-    job: Job, scheduled_at: datetime, *, fire_at: datetime | None = None, run_id: uuid.UUID | None = None
+    job: Job,
+    scheduled_at: datetime,
+    *,
+    fire_at: datetime | None = None,
+    run_id: uuid.UUID | None = None,
+    retention_s: int,
 ) -> NewRun:
-    """The job's run for the occurrence `scheduled_at` (its deterministic id unless given), at the job's version."""
+    """The job's run for the occurrence `scheduled_at` (its deterministic id unless given), at the job's version,
+    kept `retention_s` past its due time (its tenant's run retention)."""
     return occurrence_run(
-        job.job_id, job.tenant_id, job.shard, job.version, job.definition, scheduled_at, fire_at=fire_at, run_id=run_id
-    )
+        job.job_id, job.tenant_id, job.shard, job.version, job.definition, scheduled_at,
+        fire_at=fire_at, run_id=run_id, retention_s=retention_s,
+    )  # fmt: skip
 
 
 def label_set(definition: JobDefinition) -> set[str]:
@@ -226,9 +236,16 @@ async def count_jobs(store: CassandraStore, tenant_id: str) -> int:
 
 
 async def reschedule(
-    store: ReschedulingStore, job: Job, change: JobChange, next_run: NewRun | None, now: datetime
+    store: ReschedulingStore,
+    job: Job,
+    change: JobChange,
+    next_run: NewRun | None,
+    now: datetime,
+    *,
+    retention_s: int,
 ) -> tuple[bool, int | None]:
-    """Apply `change` (conditional on the job's version), then replace its scheduled run by `next_run`.
+    """Apply `change` (conditional on the job's version), then replace its scheduled run by `next_run` (the runs
+    written kept for the tenant's run retention `retention_s`).
 
     The version check makes the change atomic: of two racing updates only one passes it, and only that one
     touches the runs. The old run is cancelled unless it is the same occurrence, which then moves to the new
@@ -242,7 +259,7 @@ async def reschedule(
     if job.next_run_id is not None and not same:
         old = await store.get_run(job.next_run_id)
         if old is not None:
-            await store.cancel(old.identity(), now)
+            await store.cancel(old.identity(retention_s), now)
     if next_run is not None:
         if same:
             await store.retarget_run(next_run, now)

@@ -3,8 +3,9 @@ what they found, the attempt as fencing token, the epoch-fenced checkpoints, row
 (so a refused claim still leaves its lease check row, as on Cassandra).
 
 For unit tests of the processes (no servers, milliseconds a test). `tests/integration/store/test_contract.py`
-runs the same tests against this and `CassandraTables`, so the two cannot drift. Not for production: no TTLs,
-no retention, nothing survives the process.
+runs the same tests against this and `CassandraTables`, so the two cannot drift. Not for production: nothing
+expires and nothing survives the process; what a TTL would do is only noted (`kept_until`: when the `runs` cells a
+write set would expire, the run's retention past its due time, as `runs.kept_s` gives Cassandra).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from schemas.messages import DueRun
@@ -43,6 +44,7 @@ from tickwheel.store.records import (
     Transition,
 )
 from tickwheel.store.run_history import EARLIER_RUNS_READ
+from tickwheel.store.runs import kept_s
 from tickwheel.store.times import epoch_us
 
 DueKey = tuple[int, uuid.UUID, int, str]
@@ -89,6 +91,11 @@ class MemoryStore:
     versions_started: dict[tuple[uuid.UUID, int], datetime] = field(default_factory=dict)
     sweeps: int = 0
     repairs: dict[str, int] = field(default_factory=dict)
+    kept_until: dict[uuid.UUID, datetime] = field(default_factory=dict)
+    """Run id -> when the `runs` cells its latest write set would expire on Cassandra (nothing expires here)."""
+
+    def _keep(self, run: NewRun, now: datetime, until: datetime | None = None) -> None:
+        self.kept_until[run.run_id] = stored(now) + timedelta(seconds=kept_s(run, now, until))
 
     # -- rows written before a condition ------------------------------------------------------------------------
     def _due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
@@ -148,6 +155,7 @@ class MemoryStore:
             return False
         if current is None:
             self.runs[run.run_id] = self._new_run_row(run, now)
+            self._keep(run, now)
         self._first_row(run, now)
         self._scheduled_history(run, now)
         return current is None
@@ -155,6 +163,7 @@ class MemoryStore:
     async def write_new_run(self, run: NewRun, now: datetime) -> None:
         """The rows of a run nobody can have written yet (no condition: an upsert)."""
         self.runs[run.run_id] = self._new_run_row(run, now)
+        self._keep(run, now)
         self._first_row(run, now)
         self._scheduled_history(run, now)
 
@@ -181,6 +190,7 @@ class MemoryStore:
             current, status=RunStatus.RUNNING, attempt=attempt, lease_until=stored(lease_until), worker=worker,
             started_at=stored(now),
         )  # fmt: skip
+        self._keep(run, now, lease_until)
         return Transition(True)
 
     async def finish(
@@ -209,6 +219,7 @@ class MemoryStore:
                 last_error=result.error, due_at=stored(result.retry_at) if result.retry_at else None,
                 lease_until=None,
             )  # fmt: skip
+            self._keep(run, now, result.retry_at)
         claim_us = min(epoch_us(run.scheduled_at), epoch_us(started_at)) + 2 * attempt
         self._history(run, result.status, attempt, now, max(epoch_us(now), claim_us + 1))
         self._attempt(
@@ -238,6 +249,7 @@ class MemoryStore:
             current, status=status, due_at=stored(retry_at) if retry_at else None, last_error="lease expired",
             lease_until=None, finished_at=stored(now),
         )  # fmt: skip
+        self._keep(run, now, retry_at)
         self._history(run, status, attempt, now, epoch_us(now))
         self._attempt(
             run.run_id, attempt, "lease_expired", finished_at=stored(now), outcome=status.value,
@@ -255,30 +267,37 @@ class MemoryStore:
             current.status, current.attempt, attempt, reported=reported, lease_until=current.lease_until, now=now
         )
 
-    async def extend_lease(self, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
+    async def extend_lease(
+        self, run_id: uuid.UUID, attempt: int, lease_until: datetime, now: datetime, retention_s: int
+    ) -> Transition:
         """The lease moved to `lease_until` if `attempt` holds the run and its lease ends earlier; a later lease is
         kept (applied, with it); the lease check row at `lease_until` written first."""
         current = self.runs.get(run_id)
         if current is None:
             return Transition(False)
-        self._due_row(current.identity(), lease_until, attempt, RunKind.LEASE_CHECK)
+        run = current.identity(retention_s)
+        self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         later = current.lease_until is not None and current.lease_until < stored(lease_until)  # `null < ?` is false
-        return self._lease_write(current, attempt, later, lease_until)
+        return self._lease_write(run, current, attempt, later, lease_until, now)
 
     async def hold_lease(
-        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
     ) -> Transition:
         """The claim's lease replaced by `lease_until` if `attempt` holds the run under it; a moved lease kept."""
         self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         current = self.runs.get(run.run_id)
         if current is None:
             return Transition(False, Found())
-        return self._lease_write(current, attempt, current.lease_until == stored(claimed_until), lease_until)
+        held = current.lease_until == stored(claimed_until)
+        return self._lease_write(run, current, attempt, held, lease_until, now)
 
-    def _lease_write(self, current: Run, attempt: int, lease_condition: bool, lease_until: datetime) -> Transition:
+    def _lease_write(
+        self, run: NewRun, current: Run, attempt: int, lease_condition: bool, lease_until: datetime, now: datetime
+    ) -> Transition:
         """A lease write conditional on `attempt` holding the run and on `lease_condition` (about its lease)."""
         if fencing.holds(current.status, current.attempt, attempt) and lease_condition:
             self.runs[current.run_id] = replace(current, lease_until=stored(lease_until))
+            self._keep(run, now, lease_until)
             return Transition(True, lease_until=stored(lease_until))
         if fencing.lease_kept(False, current.status, current.attempt, attempt):
             return Transition(True, lease_until=current.lease_until)
@@ -295,6 +314,7 @@ class MemoryStore:
         ):
             return Transition(False, _found(current))
         self.runs[run.run_id] = replace(current, reported={**current.reported, attempt: report})
+        self._keep(run, now)
         return Transition(True)
 
     async def defer(self, run: NewRun, attempt: int, until: datetime, reason: str, now: datetime) -> None:
@@ -308,6 +328,7 @@ class MemoryStore:
         if current is None or current.status not in RUNNABLE:
             return False
         self.runs[run.run_id] = replace(current, status=RunStatus.CANCELLED, finished_at=stored(now))
+        self._keep(run, now)
         self._history(run, RunStatus.CANCELLED, current.attempt, now, epoch_us(now))
         return True
 
@@ -414,12 +435,13 @@ class MemoryStore:
         run = self.runs.get(run_id)
         return None if run is None else DueState(run.status, run.attempt, run.due_at)
 
-    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+    async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:
         """Move the due time if the run is still `status` at `attempt`."""
-        run = self.runs.get(run_id)
-        if run is None or (run.status, run.attempt) != (status, attempt):
+        current = self.runs.get(run.run_id)
+        if current is None or (current.status, current.attempt) != (status, attempt):
             return False
-        self.runs[run_id] = replace(run, due_at=stored(due_at))
+        self.runs[run.run_id] = replace(current, due_at=stored(due_at))
+        self._keep(run, now, due_at)
         return True
 
     async def write_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
@@ -460,9 +482,10 @@ class MemoryStore:
         """The tenant, or one with no settings when it has no row."""
         return self.tenants.get(tenant_id) or Tenant(tenant_id, "", None, ())
 
-    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int, run_retention_s: int) -> None:
         """The letter, and the run's `dead_at`."""
         letter = replace(letter, dead_at=stored(letter.dead_at))
         self.dead_letters[(letter.tenant_id, letter.run_id)] = letter
         if letter.run_id in self.runs:
             self.runs[letter.run_id] = replace(self.runs[letter.run_id], dead_at=letter.dead_at)
+            self.kept_until[letter.run_id] = letter.dead_at + timedelta(seconds=run_retention_s)

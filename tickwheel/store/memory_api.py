@@ -124,10 +124,10 @@ class MemoryApiStore(MemoryStore):
         return True
 
     async def reschedule(
-        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime
+        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
     ) -> tuple[bool, int | None]:
         """`jobs.reschedule` (the same decision) over this store."""
-        return await jobs.reschedule(self, job, change, next_run, now)
+        return await jobs.reschedule(self, job, change, next_run, now, retention_s=retention_s)
 
     async def list_job_ids(
         self,
@@ -286,10 +286,12 @@ class MemoryApiStore(MemoryStore):
         return letter if letter is not None and letter.dead_at == run.dead_at else None
 
     async def redrive_dead_letter(
-        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int
+        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
     ) -> Run | None:
         """`dead_letters.redrive_dead_letter` (the same decision) over this store."""
-        return await dead_letters.redrive_dead_letter(self, letter, due_at, now, job_version=job_version)
+        return await dead_letters.redrive_dead_letter(
+            self, letter, due_at, now, job_version=job_version, retention_s=retention_s
+        )
 
     async def redrive_run(self, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
         """RETRY at `due_at` if still DEAD at `attempt` (its due row first, as on Cassandra)."""

@@ -87,13 +87,15 @@ class RunStore(Protocol):
         """Whether `attempt` still holds the run past its lease, or has reported its outcome (asynchronous)."""
         ...
 
-    async def extend_lease(self, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
-        """Heartbeat: move the lease to `lease_until` if `attempt` still holds the run; a later lease is kept
-        (applied, with that lease), never shortened."""
+    async def extend_lease(
+        self, run_id: uuid.UUID, attempt: int, lease_until: datetime, now: datetime, retention_s: int
+    ) -> Transition:
+        """Heartbeat: move the lease to `lease_until` if `attempt` still holds the run (kept for the tenant's run
+        retention `retention_s`); a later lease is kept (applied, with that lease), never shortened."""
         ...
 
     async def hold_lease(
-        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
     ) -> Transition:
         """An asynchronous run's target answered 202: its claim's lease `claimed_until` becomes `lease_until` if
         `attempt` still holds the run; a lease a heartbeat already moved is kept (applied, with that lease)."""
@@ -172,8 +174,8 @@ class TenantStore(Protocol):
 class DeadLetterStore(Protocol):
     """Dead letters as a worker writes them."""
 
-    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
-        """Write the letter (kept `ttl_s`) and stamp the run's `dead_at`."""
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int, run_retention_s: int) -> None:
+        """Write the letter (kept `ttl_s`) and stamp the run's `dead_at` (kept `run_retention_s`, as its run)."""
         ...
 
 
@@ -185,7 +187,7 @@ class HistoryStore(Protocol):
         ...
 
 
-class FarStore(Protocol):
+class FarStore(TenantStore, Protocol):
     """`runs_far`: first attempts due beyond the far horizon, by (UTC day, shard), until the mover moves them."""
 
     async def read_far_day(self, day: datetime, shard: int) -> list[NewRun]:
@@ -225,7 +227,7 @@ class JobScanStore(Protocol):
         ...
 
 
-class ReconcilerStore(RunStore, JobScanStore, Protocol):
+class ReconcilerStore(RunStore, JobScanStore, TenantStore, Protocol):
     """What the reconciler compares and repairs."""
 
     async def version_started_at(self, job_id: uuid.UUID, version: int) -> datetime | None:
@@ -237,7 +239,7 @@ class ReconcilerStore(RunStore, JobScanStore, Protocol):
         ...
 
 
-class SweeperStore(ChainStore, JobScanStore, Protocol):
+class SweeperStore(ChainStore, JobScanStore, TenantStore, Protocol):
     """What the coordinator's sweeper reads and repairs."""
 
     async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
@@ -248,7 +250,7 @@ class SweeperStore(ChainStore, JobScanStore, Protocol):
         """The run's status, attempt and due time."""
         ...
 
-    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+    async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:
         """Move the run's due time if it is still `status` at `attempt`."""
         ...
 
@@ -261,7 +263,7 @@ class SweeperStore(ChainStore, JobScanStore, Protocol):
         ...
 
 
-class DispatcherStore(ChainStore, DueRowStore, CheckpointStore, Protocol):
+class DispatcherStore(ChainStore, DueRowStore, CheckpointStore, TenantStore, Protocol):
     """Everything the dispatcher engine needs of the store."""
 
 
@@ -321,9 +323,10 @@ class JobCatalog(JobStore, ReschedulingStore, Protocol):
         ...
 
     async def reschedule(
-        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime
+        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
     ) -> tuple[bool, int | None]:
-        """Apply `change` if the job is still at `job.version`, then replace its scheduled run by `next_run`."""
+        """Apply `change` if the job is still at `job.version`, then replace its scheduled run by `next_run` (the
+        runs written kept for the tenant's run retention `retention_s`)."""
         ...
 
     async def list_job_ids(
@@ -501,9 +504,10 @@ class DeadLetterDesk(RedriveStore, Protocol):
         ...
 
     async def redrive_dead_letter(
-        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int
+        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
     ) -> Run | None:
-        """One more attempt of the dead run, due at `due_at`, for the job at `job_version` (None: not DEAD)."""
+        """One more attempt of the dead run, due at `due_at`, for the job at `job_version`, kept for the tenant's run
+        retention `retention_s` (None: not DEAD)."""
         ...
 
     async def purge_dead_letter(self, letter: DeadLetter) -> None:

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas.messages import JobDefinition, decode_definition
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.instants import EPOCH
 from tickwheel.core.targets import default_topic_prefix
 from tickwheel.store.times import aware, read_at
@@ -77,6 +78,9 @@ class NewRun:
     """Whether the job recurs (its first fire chains the next run); None when not known (read the job)."""
     origin: str | None = None  # None: an occurrence of the schedule; 'trigger' or 'backfill': made on request
     forced: bool = False  # a triggered run that may run while its job is paused
+    retention_s: int = RUN_RETENTION_S
+    """How long the run's rows outlive their due time: its tenant's run retention, resolved by the writer
+    (`tickwheel.core.retention.retention_s`); every write of the run's rows carries it (`core.horizon`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,8 +115,9 @@ class Run:
         anything."""
         return self.reported.get(attempt)
 
-    def identity(self) -> NewRun:
-        """The run's identity, to write its index rows again (due at its due time, else its occurrence)."""
+    def identity(self, retention_s: int = RUN_RETENTION_S) -> NewRun:
+        """The run's identity, to write its rows again (due at its due time, else its occurrence), kept for its
+        tenant's run retention `retention_s`."""
         return NewRun(
             run_id=self.run_id,
             job_id=self.job_id,
@@ -122,6 +127,7 @@ class Run:
             lane=self.lane,
             scheduled_at=self.scheduled_at,
             fire_at=self.due_at or self.scheduled_at,
+            retention_s=retention_s,
         )
 
 

@@ -6,6 +6,10 @@ the LWT, so a failure between the two leaves a harmless extra row (its claim is 
 look at again; the rows that describe what happened (`runs_by_job`, `run_attempts`) are written after it, so
 they never report an outcome the LWT refused. Every row is safe to write twice.
 
+Every write of `runs`, `runs_by_job` and `run_attempts` carries the TTL of the run's tenant's retention past its due
+time (`kept_s`, `NewRun.retention_s`): a write taking the tables' default instead would outlive the run's identity
+(a shorter tenant retention) or be outlived by it (a longer one).
+
     SCHEDULED --claim--> RUNNING --finish--> SUCCEEDED | DEAD | RETRY --claim--> RUNNING ...
     SCHEDULED | RETRY --cancel--> CANCELLED          RUNNING --lease expired--> RETRY | DEAD (no attempt left)
 
@@ -108,12 +112,24 @@ def first_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
     ]
 
 
-def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
-    """The run's `runs_by_job` row at `status` (written at the statement's own time)."""
+def kept_s(run: NewRun, now: datetime, until: datetime | None = None) -> int:
+    """The TTL of a write of the run's rows at `now`: its retention past its due time, or past `until` (a lease,
+    a retry) when that is later (`core.horizon.retention_ttl_s`)."""
+    due = run.fire_at if until is None else max(run.fire_at, until)
+    return retention_ttl_s(due, now, run.retention_s)
+
+
+def _history_values(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
     params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, status.value, attempt, now]
     if run.origin is None:
         return UPSERT_HISTORY, params
     return UPSERT_HISTORY_WITH_ORIGIN, [*params, run.origin]
+
+
+def history_row(run: NewRun, status: RunStatus, attempt: int, now: datetime) -> tuple[str, list[Any]]:
+    """The run's `runs_by_job` row at `status` (written at the statement's own time), kept for its retention."""
+    statement, params = _history_values(run, status, attempt, now)
+    return statement + " USING TTL ?", [*params, kept_s(run, now)]
 
 
 def run_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
@@ -122,19 +138,19 @@ def run_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
     params = [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane]
     params += [whole_ms(run.scheduled_at), whole_ms(run.fire_at), now]
     if run.origin is None:
-        return INSERT_RUN, [*params, retention_ttl_s(run.fire_at, now)]
-    return INSERT_RUN_WITH_ORIGIN, [*params, run.origin, run.forced, retention_ttl_s(run.fire_at, now)]
+        return INSERT_RUN, [*params, kept_s(run, now)]
+    return INSERT_RUN_WITH_ORIGIN, [*params, run.origin, run.forced, kept_s(run, now)]
 
 
 def scheduled_history_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
     """The history's row of a run just made, kept until its due time plus the retention: written at its
     occurrence or now, whichever is earlier, so that its claim's row (`running_history_row`) always replaces it."""
     write_time_us = min(epoch_us(run.scheduled_at), epoch_us(now))
-    statement, params = history_row(run, RunStatus.SCHEDULED, 0, now)
-    return statement + " USING TTL ? AND TIMESTAMP ?", [*params, retention_ttl_s(run.fire_at, now), write_time_us]
+    statement, params = _history_values(run, RunStatus.SCHEDULED, 0, now)
+    return statement + " USING TTL ? AND TIMESTAMP ?", [*params, kept_s(run, now), write_time_us]
 
 
-def running_history_row(run: NewRun, attempt: int, now: datetime) -> tuple[str, list[Any]]:
+def running_history_row(run: NewRun, attempt: int, now: datetime, lease_until: datetime) -> tuple[str, list[Any]]:
     """The history's RUNNING row, written with the claim before its LWT (so it costs no statement of its own).
 
     Its write time is the occurrence (or now, if earlier) plus 2 x attempt microseconds, and an outcome's is at
@@ -142,8 +158,8 @@ def running_history_row(run: NewRun, attempt: int, now: datetime) -> tuple[str, 
     finished) never hides the outcome, whatever the clocks, while it still replaces the SCHEDULED row written
     when the run was made."""
     write_time_us = min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * attempt
-    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, RunStatus.RUNNING.value, attempt, now, write_time_us]
-    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, RunStatus.RUNNING.value, attempt, now]
+    return UPSERT_HISTORY + " USING TTL ? AND TIMESTAMP ?", [*params, kept_s(run, now, lease_until), write_time_us]
 
 
 def outcome_history_row(
@@ -153,8 +169,8 @@ def outcome_history_row(
     its claim's row, whatever the clocks."""
     claim_us = min(epoch_us(run.scheduled_at), epoch_us(claimed_at)) + 2 * attempt
     write_time_us = max(epoch_us(now), claim_us + 1)
-    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, status.value, attempt, now, write_time_us]
-    return UPSERT_HISTORY + " USING TIMESTAMP ?", params
+    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, status.value, attempt, now]
+    return UPSERT_HISTORY + " USING TTL ? AND TIMESTAMP ?", [*params, kept_s(run, now), write_time_us]
 
 
 def new_run_rows(run: NewRun, now: datetime) -> list[tuple[str, list[Any]]]:
@@ -194,16 +210,16 @@ async def get_attempts(store: CassandraStore, run_id: uuid.UUID) -> list[Attempt
 
 
 CLAIM = (
-    "UPDATE runs SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
+    "UPDATE runs USING TTL ? SET status = 'RUNNING', attempt = ?, lease_until = ?, worker = ?, started_at = ?"
     " WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY') AND attempt = ? AND job_version = ?"
 )
 FINISH = (
-    "UPDATE runs SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?, lease_until = null"
-    " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?"
+    "UPDATE runs USING TTL ? SET status = ?, finished_at = ?, response_code = ?, last_error = ?, due_at = ?,"
+    " lease_until = null WHERE run_id = ? IF status = 'RUNNING' AND attempt = ?"
 )
 INSERT_CALL_ATTEMPT = (
     "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
-    " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?)"
+    " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?) USING TTL ?"
 )
 LEASE_STATE = "SELECT status, attempt, lease_until, reported FROM runs WHERE run_id = ?"
 
@@ -224,13 +240,22 @@ async def claim(
     await store.batch(
         [
             bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
-            running_history_row(run, expected_attempt + 1, now),
+            running_history_row(run, expected_attempt + 1, now, lease_until),
         ],
         logged=False,
     )
     applied, current = await store.applied(
         CLAIM,
-        [expected_attempt + 1, whole_ms(lease_until), worker, now, run.run_id, expected_attempt, run.job_version],
+        [
+            kept_s(run, now, lease_until),
+            expected_attempt + 1,
+            whole_ms(lease_until),
+            worker,
+            now,
+            run.run_id,
+            expected_attempt,
+            run.job_version,
+        ],
     )
     return Transition(applied, found_of(current))
 
@@ -272,7 +297,16 @@ async def finish(
         await store.execute(*bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
     applied, current = await store.applied(
         FINISH,
-        [result.status.value, now, result.response_code, result.error, due_at, run.run_id, attempt],
+        [
+            kept_s(run, now, due_at),
+            result.status.value,
+            now,
+            result.response_code,
+            result.error,
+            due_at,
+            run.run_id,
+            attempt,
+        ],
     )
     found = found_of(current)
     if not fencing.outcome_counts(applied, found.status, found.attempt, result.status, attempt):
@@ -292,6 +326,7 @@ async def finish(
                     result.response_code,
                     result.error,
                     result.response_excerpt,
+                    kept_s(run, now),
                 ],
             ),
             *([lease_check_removal(run, lease_until, attempt)] if lease_until is not None else []),
@@ -316,9 +351,9 @@ async def expire_lease(
     if retry_at is not None:
         await store.execute(*bucket_row(run, fire_at=retry_at, attempt=attempt, kind=RunKind.RUN))
     applied, _ = await store.applied(
-        "UPDATE runs SET status = ?, due_at = ?, last_error = 'lease expired', lease_until = null, finished_at = ?"
-        " WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until <= ?",
-        [status.value, whole_ms(retry_at) if retry_at else None, now, run.run_id, attempt, now],
+        "UPDATE runs USING TTL ? SET status = ?, due_at = ?, last_error = 'lease expired', lease_until = null,"
+        " finished_at = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until <= ?",
+        [kept_s(run, now, retry_at), status.value, retry_at and whole_ms(retry_at), now, run.run_id, attempt, now],
     )
     if applied:
         await store.batch(
@@ -326,8 +361,8 @@ async def expire_lease(
                 history_row(run, status, attempt, now),  # a lease after the claim: later than its row
                 (
                     "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
-                    " VALUES (?, ?, now(), 'lease_expired', ?, ?, 'lease expired')",
-                    [run.run_id, attempt, now, status.value],
+                    " VALUES (?, ?, now(), 'lease_expired', ?, ?, 'lease expired') USING TTL ?",
+                    [run.run_id, attempt, now, status.value, kept_s(run, now)],
                 ),
             ],
             logged=False,
@@ -335,31 +370,36 @@ async def expire_lease(
     return applied
 
 
-async def extend_lease(store: CassandraStore, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
+async def extend_lease(
+    store: CassandraStore, run_id: uuid.UUID, attempt: int, lease_until: datetime, now: datetime, retention_s: int
+) -> Transition:
     """Heartbeat: move lease_until later if `attempt` (the fencing token) still holds the run (its lease check row
-    at the new instant is written first). A live lease already ending later is kept, never shortened: the
-    transition applies with the run's own `lease_until`."""
-    run = await get_run(store, run_id)
-    if run is None:
+    at the new instant is written first), kept for the tenant's run retention `retention_s`. A live lease already
+    ending later is kept, never shortened: the transition applies with the run's own `lease_until`."""
+    found = await get_run(store, run_id)
+    if found is None:
         return Transition(False)
-    await store.execute(*bucket_row(run.identity(), fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
+    run = found.identity(retention_s)
+    await store.execute(*bucket_row(run, fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
-        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until < ?",
-        [whole_ms(lease_until), run_id, attempt, whole_ms(lease_until)],
+        "UPDATE runs USING TTL ? SET lease_until = ? WHERE run_id = ?"
+        " IF status = 'RUNNING' AND attempt = ? AND lease_until < ?",
+        [kept_s(run, now, lease_until), whole_ms(lease_until), run_id, attempt, whole_ms(lease_until)],
     )
     return _lease_transition(applied, current, attempt, lease_until)
 
 
 async def hold_lease(
-    store: CassandraStore, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+    store: CassandraStore, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
 ) -> Transition:
     """An asynchronous run's target answered 202: replace the claim's lease (`claimed_until`, the lease the call
     was made under) with `lease_until`, shorter or longer, if `attempt` still holds the run. A lease a heartbeat
     has already moved is the target's word and is kept: the transition applies with the run's own lease."""
     await store.execute(*bucket_row(run, fire_at=lease_until, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
-        "UPDATE runs SET lease_until = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND lease_until = ?",
-        [whole_ms(lease_until), run.run_id, attempt, whole_ms(claimed_until)],
+        "UPDATE runs USING TTL ? SET lease_until = ? WHERE run_id = ?"
+        " IF status = 'RUNNING' AND attempt = ? AND lease_until = ?",
+        [kept_s(run, now, lease_until), whole_ms(lease_until), run.run_id, attempt, whole_ms(claimed_until)],
     )
     return _lease_transition(applied, current, attempt, lease_until)
 
@@ -382,8 +422,9 @@ async def report_completion(store: CassandraStore, run: NewRun, attempt: int, re
     lease to end. When refused, `found` holds status, attempt and the attempts that have reported."""
     await store.execute(*bucket_row(run, fire_at=now, attempt=attempt, kind=RunKind.LEASE_CHECK))
     applied, current = await store.applied(
-        "UPDATE runs SET reported[?] = ? WHERE run_id = ? IF status = 'RUNNING' AND attempt = ? AND reported[?] = null",
-        [attempt, report, run.run_id, attempt, attempt],
+        "UPDATE runs USING TTL ? SET reported[?] = ? WHERE run_id = ?"
+        " IF status = 'RUNNING' AND attempt = ? AND reported[?] = null",
+        [kept_s(run, now), attempt, report, run.run_id, attempt, attempt],
     )
     return Transition(applied, Found() if applied else found_of(current))
 
@@ -395,8 +436,8 @@ async def defer(store: CassandraStore, run: NewRun, attempt: int, until: datetim
             bucket_row(run, fire_at=until, attempt=attempt, kind=RunKind.RUN),
             (
                 "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome, error)"
-                " VALUES (?, ?, now(), 'deferred', ?, 'DEFERRED', ?)",
-                [run.run_id, attempt, now, reason],
+                " VALUES (?, ?, now(), 'deferred', ?, 'DEFERRED', ?) USING TTL ?",
+                [run.run_id, attempt, now, reason, kept_s(run, now, until)],
             ),
         ]
     )
@@ -405,8 +446,9 @@ async def defer(store: CassandraStore, run: NewRun, attempt: int, until: datetim
 async def cancel(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     """CANCELLED if not started (SCHEDULED or RETRY); a running attempt is left to finish."""
     applied, _ = await store.applied(
-        "UPDATE runs SET status = 'CANCELLED', finished_at = ? WHERE run_id = ? IF status IN ('SCHEDULED', 'RETRY')",
-        [now, run.run_id],
+        "UPDATE runs USING TTL ? SET status = 'CANCELLED', finished_at = ? WHERE run_id = ?"
+        " IF status IN ('SCHEDULED', 'RETRY')",
+        [kept_s(run, now), now, run.run_id],
     )
     if applied:
         current = await get_run(store, run.run_id)
@@ -418,8 +460,9 @@ async def cancel(store: CassandraStore, run: NewRun, now: datetime) -> bool:
 async def retarget(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     """An edited job keeps its next occurrence: move a still-unstarted run to the job's new version and lane."""
     applied, _ = await store.applied(
-        "UPDATE runs SET job_version = ?, lane = ? WHERE run_id = ? IF status = 'SCHEDULED' AND attempt = 0",
-        [run.job_version, run.lane, run.run_id],
+        "UPDATE runs USING TTL ? SET job_version = ?, lane = ? WHERE run_id = ?"
+        " IF status = 'SCHEDULED' AND attempt = 0",
+        [kept_s(run, now), run.job_version, run.lane, run.run_id],
     )
     if applied:
         await store.execute(*first_row(run, now))
@@ -433,9 +476,9 @@ async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: date
     redrives = (current.redrive_count if current else 0) + 1
     await store.execute(*bucket_row(run, fire_at=due_at, attempt=attempt, kind=RunKind.RUN))
     applied, _ = await store.applied(
-        "UPDATE runs SET status = 'RETRY', due_at = ?, dead_at = null, redrive_count = ?, job_version = ?"
+        "UPDATE runs USING TTL ? SET status = 'RETRY', due_at = ?, dead_at = null, redrive_count = ?, job_version = ?"
         " WHERE run_id = ? IF status = 'DEAD' AND attempt = ?",
-        [whole_ms(due_at), redrives, run.job_version, run.run_id, attempt],
+        [kept_s(run, now, due_at), whole_ms(due_at), redrives, run.job_version, run.run_id, attempt],
     )
     if applied:
         await store.batch(
@@ -443,8 +486,8 @@ async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: date
                 history_row(run, RunStatus.RETRY, attempt, now),
                 (
                     "INSERT INTO run_attempts (run_id, attempt, seq, kind, finished_at, outcome)"
-                    " VALUES (?, ?, now(), 'redrive', ?, 'RETRY')",
-                    [run.run_id, attempt, now],
+                    " VALUES (?, ?, now(), 'redrive', ?, 'RETRY') USING TTL ?",
+                    [run.run_id, attempt, now, kept_s(run, now, due_at)],
                 ),
             ]
         )
@@ -454,9 +497,9 @@ async def redrive(store: CassandraStore, run: NewRun, attempt: int, due_at: date
 async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     """Schedule again an occurrence that was cancelled before any attempt (a paused job resumed before it)."""
     applied, _ = await store.applied(
-        "UPDATE runs SET status = 'SCHEDULED', job_version = ?, lane = ?, due_at = ?, finished_at = null"
+        "UPDATE runs USING TTL ? SET status = 'SCHEDULED', job_version = ?, lane = ?, due_at = ?, finished_at = null"
         " WHERE run_id = ? IF status = 'CANCELLED' AND attempt = 0",
-        [run.job_version, run.lane, whole_ms(run.fire_at), run.run_id],
+        [kept_s(run, now), run.job_version, run.lane, whole_ms(run.fire_at), run.run_id],
     )
     if applied:
         await store.batch([first_row(run, now), scheduled_history_row(run, now)])
@@ -471,11 +514,13 @@ async def due_state(store: CassandraStore, run_id: uuid.UUID) -> DueState | None
     return DueState(RunStatus(rows[0]["status"]), rows[0]["attempt"] or 0, aware(rows[0]["due_at"]))
 
 
-async def move_due(store: CassandraStore, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+async def move_due(
+    store: CassandraStore, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime
+) -> bool:
     """Move a run's due time if it is still `status` at `attempt` (a sweeper repair re-firing it)."""
     applied, _ = await store.applied(
-        "UPDATE runs SET due_at = ? WHERE run_id = ? IF status = ? AND attempt = ?",
-        [bound(due_at), run_id, status.value, attempt],
+        "UPDATE runs USING TTL ? SET due_at = ? WHERE run_id = ? IF status = ? AND attempt = ?",
+        [kept_s(run, now, due_at), bound(due_at), run.run_id, status.value, attempt],
     )
     return applied
 

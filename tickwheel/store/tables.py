@@ -99,15 +99,17 @@ class CassandraTables:
         """`runs.lease_lapsed`."""
         return await runs.lease_lapsed(self.cql, run_id, attempt, now)
 
-    async def extend_lease(self, run_id: uuid.UUID, attempt: int, lease_until: datetime) -> Transition:
+    async def extend_lease(
+        self, run_id: uuid.UUID, attempt: int, lease_until: datetime, now: datetime, retention_s: int
+    ) -> Transition:
         """`runs.extend_lease`."""
-        return await runs.extend_lease(self.cql, run_id, attempt, lease_until)
+        return await runs.extend_lease(self.cql, run_id, attempt, lease_until, now, retention_s)
 
     async def hold_lease(
-        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime
+        self, run: NewRun, attempt: int, claimed_until: datetime, lease_until: datetime, now: datetime
     ) -> Transition:
         """`runs.hold_lease`."""
-        return await runs.hold_lease(self.cql, run, attempt, claimed_until, lease_until)
+        return await runs.hold_lease(self.cql, run, attempt, claimed_until, lease_until, now)
 
     async def report_completion(self, run: NewRun, attempt: int, report: str, now: datetime) -> Transition:
         """`runs.report_completion`."""
@@ -192,9 +194,9 @@ class CassandraTables:
         """`runs.due_state`."""
         return await runs.due_state(self.cql, run_id)
 
-    async def move_due(self, run_id: uuid.UUID, status: RunStatus, attempt: int, due_at: datetime) -> bool:
+    async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:
         """`runs.move_due`."""
-        return await runs.move_due(self.cql, run_id, status, attempt, due_at)
+        return await runs.move_due(self.cql, run, status, attempt, due_at, now)
 
     async def write_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
         """`runs.write_due_row`."""
@@ -224,12 +226,12 @@ class CassandraTables:
         """`tenants.call_settings`."""
         return await tenants.call_settings(self.cql, tenant_id)
 
-    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int) -> None:
+    async def add_dead_letter(self, letter: DeadLetter, ttl_s: int, run_retention_s: int) -> None:
         """`dead_letters.add_dead_letter`."""
         await dead_letters.add_dead_letter(
             self.cql, tenant_id=letter.tenant_id, run_id=letter.run_id, job_id=letter.job_id,
             target_host=letter.target_host, payload=letter.payload, last_error=letter.last_error,
-            attempts=letter.attempts, dead_at=letter.dead_at, ttl_s=ttl_s,
+            attempts=letter.attempts, dead_at=letter.dead_at, ttl_s=ttl_s, run_retention_s=run_retention_s,
         )  # fmt: skip
 
     # -- JobCatalog (the API) -------------------------------------------------------------------------------------
@@ -261,10 +263,10 @@ class CassandraTables:
         return await runs.revive(self.cql, run, now)
 
     async def reschedule(
-        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime
+        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
     ) -> tuple[bool, int | None]:
         """`jobs.reschedule` over this store."""
-        return await jobs.reschedule(self, job, change, next_run, now)
+        return await jobs.reschedule(self, job, change, next_run, now, retention_s=retention_s)
 
     async def list_job_ids(
         self,
@@ -403,10 +405,12 @@ class CassandraTables:
         return await dead_letters.get_dead_letter(self.cql, tenant_id, run_id)
 
     async def redrive_dead_letter(
-        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int
+        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
     ) -> Run | None:
         """`dead_letters.redrive_dead_letter` over this store."""
-        return await dead_letters.redrive_dead_letter(self, letter, due_at, now, job_version=job_version)
+        return await dead_letters.redrive_dead_letter(
+            self, letter, due_at, now, job_version=job_version, retention_s=retention_s
+        )
 
     async def redrive_run(self, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
         """`runs.redrive`."""

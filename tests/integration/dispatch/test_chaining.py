@@ -14,6 +14,7 @@ from tests.integration.dispatch.conftest import (
     write_run,
 )
 from tickwheel import metrics
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.store import buckets, runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.chain import ChainResult, chain
@@ -99,14 +100,15 @@ async def test_a_chained_fire_costs_one_conditional_write_and_a_refire_rewrites_
     due = buckets.due_run_for(run)
     lwts = metrics.cql_statements.labels("lwt")
     before = lwts._value.get()
-    step = await chain(CassandraTables(store), due, datetime.now(UTC))
+    step = await chain(CassandraTables(store), due, datetime.now(UTC), retention_s=RUN_RETENTION_S)
     following = step.following
     assert step.result is ChainResult.CHAINED and following is not None
     assert lwts._value.get() - before == 1  # the job's pointer; the new run's rows need no condition
     row = await runs.get_run(store, following.run_id)
     assert row is not None and row.status == "SCHEDULED"
     await store.execute("UPDATE runs SET status = 'SUCCEEDED', attempt = 1 WHERE run_id = ?", [following.run_id])
-    again = await chain(CassandraTables(store), due, datetime.now(UTC))  # a re-fire of the same row
+    # a re-fire of the same row
+    again = await chain(CassandraTables(store), due, datetime.now(UTC), retention_s=RUN_RETENTION_S)
     assert again.result is ChainResult.CHAINED
     row = await runs.get_run(store, following.run_id)
     assert row is not None and row.status == "SUCCEEDED"  # never revived by the re-fire

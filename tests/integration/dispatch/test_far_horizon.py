@@ -14,7 +14,7 @@ from coordinator.mover import FarMover
 from schemas.messages import HttpTarget, JobDefinition, ScheduleDoc
 from tests.integration.dispatch.conftest import Cluster, LaneReader, write_job
 from tickwheel.bus.kafka import KafkaProducer
-from tickwheel.core.horizon import MAX_TTL_S, RUN_RETENTION, day_of
+from tickwheel.core.horizon import MAX_TTL_S, RUN_RETENTION, RUN_RETENTION_S, day_of
 from tickwheel.core.ids import minute_bucket
 from tickwheel.core.schedule import next_fire
 from tickwheel.model import schedule_of
@@ -45,7 +45,8 @@ async def far_run(store: CassandraStore, case: str, now: datetime) -> NewRun:
     current_at = next_fire(schedule_of(JobDefinition(schedule=schedule, target=HttpTarget(url="https://x.io"))), now)
     assert current_at is not None
     current = await write_job(store, schedule, current_at)
-    step = await chain(CassandraTables(store), due_run_for(current), now)  # what the dispatcher does when it fires
+    # what the dispatcher does when it fires
+    step = await chain(CassandraTables(store), due_run_for(current), now, retention_s=RUN_RETENTION_S)
     assert step.result is ChainResult.CHAINED and step.following is not None
     return step.following
 

@@ -17,6 +17,7 @@ from schemas.messages import DueRun, HttpTarget, JobDefinition, ScheduleDoc, dec
 from tickwheel import metrics
 from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.ids import shard_of
 from tickwheel.core.reconcile import Finding, Verdict
 from tickwheel.settings import Settings
@@ -42,8 +43,9 @@ async def every_minute_job(
         job_id, "t-reconcile", shard_of(job_id, dsettings.shards), JobState.ACTIVE, 2, definition, "default",
         next_at, None, 100, None, None, now - timedelta(hours=2), now,
     )  # fmt: skip
-    job = dataclasses.replace(job, next_run_id=jobs.run_of(job, next_at).run_id)
-    await jobs.create_job(store, job, jobs.run_of(job, next_at), job.created_at)  # made two hours ago
+    first = jobs.run_of(job, next_at, retention_s=RUN_RETENTION_S)
+    job = dataclasses.replace(job, next_run_id=first.run_id)
+    await jobs.create_job(store, job, first, job.created_at)  # made two hours ago
     change = audit.JobChangeRecord(job_id, job.tenant_id, now - timedelta(minutes=30), 2, "resume", "k", [], {})
     await audit.record_change(store, change, 3600)
     return job
@@ -60,7 +62,7 @@ async def test_missing_fires_are_repaired_within_catch_up_and_the_rest_reported_
     in_window = [at for at in occurrences if now - timedelta(minutes=30) < at <= now - grace]
     lost = in_window[:5]  # the five newest
     for at in in_window[5:]:
-        await runs.create_run(store, jobs.run_of(job, at), now)
+        await runs.create_run(store, jobs.run_of(job, at, retention_s=RUN_RETENTION_S), now)
     missed: list[Finding] = []
 
     async def on_missed(_: Job, finding: Finding) -> None:
@@ -74,7 +76,7 @@ async def test_missing_fires_are_repaired_within_catch_up_and_the_rest_reported_
     )
     assert metrics.reconciler_findings.labels("repaired")._value.get() == before + 3
     for at in lost[:3]:
-        row = await runs.get_run(store, jobs.run_of(job, at).run_id)
+        row = await runs.get_run(store, jobs.run_of(job, at, retention_s=RUN_RETENTION_S).run_id)
         assert row is not None and row.status == "SCHEDULED" and row.job_version == 2
     assert sorted(f.at for f in missed) == sorted(lost[3:])
 
@@ -131,7 +133,7 @@ async def test_the_active_coordinator_repairs_and_puts_unrepaired_misses_on_the_
     for k in range(1, 30):
         at = caught_up.next_run_at - MINUTE * k
         if at != lost:
-            await runs.create_run(store, jobs.run_of(caught_up, at), now)
+            await runs.create_run(store, jobs.run_of(caught_up, at, retention_s=RUN_RETENTION_S), now)
     fast = dataclasses.replace(dsettings.coordinator, reconcile_interval_s=0.3)
     running = await coordinator_main.start(dataclasses.replace(dsettings, coordinator=fast), store=store, name="rc")
     consumer = KafkaConsumer(dsettings.kafka, group_id=f"test-missed-{uuid.uuid4().hex[:6]}")
@@ -147,10 +149,10 @@ async def test_the_active_coordinator_repairs_and_puts_unrepaired_misses_on_the_
         assert missed, "no missed message for the job without catch-up"
         assert missed[0].missed_reason == "catch_up_none" and missed[0].tenant_id == skipped.tenant_id
         occurrence = datetime.fromtimestamp(missed[0].scheduled_at_ms / 1000, UTC)
-        assert missed[0].run_id == jobs.run_of(skipped, occurrence).run_id
+        assert missed[0].run_id == jobs.run_of(skipped, occurrence, retention_s=RUN_RETENTION_S).run_id
         repaired = None
         while repaired is None and asyncio.get_running_loop().time() < deadline:  # the scan may reach it later
-            repaired = await runs.get_run(store, jobs.run_of(caught_up, lost).run_id)
+            repaired = await runs.get_run(store, jobs.run_of(caught_up, lost, retention_s=RUN_RETENTION_S).run_id)
             await asyncio.sleep(0.2)
         assert repaired is not None and repaired.status == "SCHEDULED"
     finally:

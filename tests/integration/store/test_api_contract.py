@@ -14,11 +14,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol, TypeVar
 
 from tests.factories import definition, job
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.instants import whole_ms
 from tickwheel.store.audit import JobChangeRecord
 from tickwheel.store.idempotency import Reservation
 from tickwheel.store.ports import ApiStore, DeadLetterStore, KeptChange
 from tickwheel.store.records import AttemptResult, DeadLetter, Found, Job, JobChange, JobState, NewRun, RunStatus
+
+KEPT_S = RUN_RETENTION_S  # the run retention of the runs these tests write (its TTLs: test_contract.py)
 
 T = TypeVar("T")
 
@@ -88,8 +91,9 @@ async def test_a_change_applies_only_at_the_version_it_was_read_at_and_replaces_
     following = dataclasses.replace(run, run_id=uuid.uuid4(), job_version=2, scheduled_at=soon(300),
                                     fire_at=soon(300))  # fmt: skip
     change = JobChange(JobState.ACTIVE, made.definition, following.scheduled_at, following.run_id)
-    assert await ports.reschedule(made, change, following, now) == (True, None)
-    assert await ports.reschedule(made, change, following, now) == (False, 2)  # a racing change read version 1
+    assert await ports.reschedule(made, change, following, now, retention_s=KEPT_S) == (True, None)
+    racing = await ports.reschedule(made, change, following, now, retention_s=KEPT_S)
+    assert racing == (False, 2)  # a racing change read version 1
     old, new = await ports.get_run(run.run_id), await ports.get_run(following.run_id)
     assert old is not None and old.status is RunStatus.CANCELLED
     assert new is not None and (new.status, new.job_version) == (RunStatus.SCHEDULED, 2)
@@ -106,18 +110,19 @@ async def test_an_edit_keeping_the_occurrence_retargets_it_and_a_resume_revives_
     edited = definition(anchor=run.scheduled_at, priority="urgent")
     same = dataclasses.replace(run, job_version=2, lane="urgent")
     keep = JobChange(JobState.ACTIVE, edited, run.scheduled_at, run.run_id)
-    assert await ports.reschedule(made, keep, same, now) == (True, None)
+    assert await ports.reschedule(made, keep, same, now, retention_s=KEPT_S) == (True, None)
     kept = await ports.get_run(run.run_id)
     assert kept is not None and (kept.status, kept.job_version, kept.lane) == (RunStatus.SCHEDULED, 2, "urgent")
     at_2 = await ports.get_job(made.job_id)
     assert at_2 is not None
-    assert (await ports.reschedule(at_2, JobChange(JobState.PAUSED, edited, None, None), None, now))[0]
+    pause = JobChange(JobState.PAUSED, edited, None, None)
+    assert (await ports.reschedule(at_2, pause, None, now, retention_s=KEPT_S))[0]
     paused = await ports.get_run(run.run_id)
     assert paused is not None and paused.status is RunStatus.CANCELLED
     at_3 = await ports.get_job(made.job_id)
     assert at_3 is not None and at_3.state is JobState.PAUSED
     resumed = dataclasses.replace(run, job_version=4, lane="urgent")
-    assert (await ports.reschedule(at_3, keep, resumed, now))[0]
+    assert (await ports.reschedule(at_3, keep, resumed, now, retention_s=KEPT_S))[0]
     revived = await ports.get_run(run.run_id)
     assert revived is not None and (revived.status, revived.job_version) == (RunStatus.SCHEDULED, 4)
 
@@ -130,8 +135,10 @@ async def test_a_listing_pages_by_cursor_filters_by_state_and_label_and_drops_a_
         one, run = job(soon(), tenant_id=tenant, job_definition=spec)
         await ports.create_audited_job(one, run, now, creation(one, now))
         made.append(one)
-    assert (await ports.reschedule(made[0], JobChange(JobState.PAUSED, made[0].definition, None, None), None, now))[0]
-    assert (await ports.reschedule(made[1], JobChange(JobState.DELETED, made[1].definition, None, None), None, now))[0]
+    pause = JobChange(JobState.PAUSED, made[0].definition, None, None)
+    delete = JobChange(JobState.DELETED, made[1].definition, None, None)
+    assert (await ports.reschedule(made[0], pause, None, now, retention_s=KEPT_S))[0]
+    assert (await ports.reschedule(made[1], delete, None, now, retention_s=KEPT_S))[0]
     pages = await all_pages(lambda cursor: ports.list_job_ids(tenant, limit=2, cursor=cursor))
     assert all(len(page) <= 2 for page in pages)
     listed = [job_id for page in pages for job_id in page]
@@ -182,13 +189,13 @@ async def test_a_heartbeat_extends_only_the_holding_attempts_lease_and_never_sho
     made, run = job(soon(), tenant_id=a_tenant())
     await ports.create_audited_job(made, run, now, creation(made, now))
     assert (await ports.claim(run, 0, "w", now + timedelta(seconds=30), now)).applied
-    longer = await ports.extend_lease(run.run_id, 1, now + timedelta(seconds=90))
+    longer = await ports.extend_lease(run.run_id, 1, now + timedelta(seconds=90), now, KEPT_S)
     assert longer.applied and longer.lease_until == now + timedelta(seconds=90)
-    shorter = await ports.extend_lease(run.run_id, 1, now + timedelta(seconds=10))
+    shorter = await ports.extend_lease(run.run_id, 1, now + timedelta(seconds=10), now, KEPT_S)
     assert shorter.applied and shorter.lease_until == now + timedelta(seconds=90)
-    stale = await ports.extend_lease(run.run_id, 2, now + timedelta(seconds=120))
+    stale = await ports.extend_lease(run.run_id, 2, now + timedelta(seconds=120), now, KEPT_S)
     assert not stale.applied and stale.found == Found(RunStatus.RUNNING, 1)  # the condition's columns
-    nothing = await ports.extend_lease(uuid.uuid4(), 1, now)
+    nothing = await ports.extend_lease(uuid.uuid4(), 1, now, now, KEPT_S)
     assert not nothing.applied and nothing.found == Found()
 
 
@@ -216,7 +223,7 @@ async def dead_run(ports: Contract, tenant: str) -> tuple[NewRun, DeadLetter]:
     assert (await ports.claim(run, 0, "w", now + timedelta(seconds=30), now)).applied
     assert await ports.finish(run, 1, AttemptResult(RunStatus.DEAD, error="HTTP 410"), "w", now, now)
     letter = DeadLetter(tenant, now, run.run_id, run.job_id, "example.com", b"{}", "HTTP 410", ())
-    await ports.add_dead_letter(letter, 3600)
+    await ports.add_dead_letter(letter, 3600, run.retention_s)
     return run, letter
 
 
@@ -230,9 +237,10 @@ async def test_a_dead_letter_is_found_by_its_run_redriven_once_and_purged(ports:
     assert (await ports.list_dead_letters(tenant, limit=10, job_id=uuid.uuid4()))[0] == []
     assert await ports.dead_letters_since(tenant, letter.dead_at) == 1
     due = soon(30)
-    redriven = await ports.redrive_dead_letter(letter, due, letter.dead_at, job_version=3)
+    redriven = await ports.redrive_dead_letter(letter, due, letter.dead_at, job_version=3, retention_s=KEPT_S)
     assert redriven is not None and (redriven.status, redriven.job_version) == (RunStatus.RETRY, 3)
-    assert await ports.redrive_dead_letter(letter, due, letter.dead_at, job_version=3) is None  # not DEAD now
+    again = await ports.redrive_dead_letter(letter, due, letter.dead_at, job_version=3, retention_s=KEPT_S)
+    assert again is None  # not DEAD now
     stored = await ports.get_run(run.run_id)
     assert stored is not None and (stored.status, stored.redrive_count, stored.dead_at) == (RunStatus.RETRY, 1, None)
     marked, _ = await ports.list_dead_letters(tenant, limit=10)

@@ -17,6 +17,7 @@ from typing import Protocol
 from tests.factories import job, minute
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import epoch_ms, whole_ms
+from tickwheel.store.memory import MemoryStore
 from tickwheel.store.ports import (
     CoordinatorStore,
     DispatcherStore,
@@ -225,8 +226,8 @@ async def test_what_the_sweeper_reads_and_repairs(ports: Both) -> None:
             break
     assert [(j.next_run_id, j.state) for j in found] == [(run.run_id, made.state)]
     assert await ports.due_state(run.run_id) == DueState(RunStatus.SCHEDULED, 0, run.fire_at)
-    assert not await ports.move_due(run.run_id, RunStatus.RETRY, 0, now)
-    assert await ports.move_due(run.run_id, RunStatus.SCHEDULED, 0, whole_ms(now))
+    assert not await ports.move_due(run, RunStatus.RETRY, 0, now, now)
+    assert await ports.move_due(run, RunStatus.SCHEDULED, 0, whole_ms(now), now)
     assert await ports.due_state(run.run_id) == DueState(RunStatus.SCHEDULED, 0, whole_ms(now))
     await ports.write_due_row(run, whole_ms(now), 0, RunKind.LEASE_CHECK)
     rows = await ports.read_range(run.shard, minute(now), minute(now, 1))
@@ -244,7 +245,7 @@ async def test_a_dead_letter_stamps_its_run(ports: Both) -> None:
     dead_at = whole_ms(datetime.now(UTC))
     attempts = ({"attempt": 1, "outcome": "DEAD"},)
     letter = DeadLetter(run.tenant_id, dead_at, run.run_id, run.job_id, "example.com", b"{}", "HTTP 500", attempts)
-    await ports.add_dead_letter(letter, 3600)
+    await ports.add_dead_letter(letter, 3600, run.retention_s)
     stored = await ports.get_run(run.run_id)
     assert stored is not None and stored.dead_at == dead_at
 
@@ -323,11 +324,11 @@ async def test_a_held_lease_replaces_only_the_claims_and_a_moved_lease_is_kept(p
     claimed = whole_ms(now + timedelta(seconds=30))
     held = whole_ms(now + timedelta(seconds=600))
     await ports.claim(run, 0, "w", claimed, now)
-    refused = await ports.hold_lease(run, 2, claimed, held)
+    refused = await ports.hold_lease(run, 2, claimed, held, now)
     assert not refused.applied and refused.found == Found(RunStatus.RUNNING, 1)  # the condition's columns only
-    applied = await ports.hold_lease(run, 1, claimed, held)
+    applied = await ports.hold_lease(run, 1, claimed, held, now)
     assert applied.applied and applied.lease_until == held
-    again = await ports.hold_lease(run, 1, claimed, held + timedelta(seconds=5))  # the claim's lease is gone
+    again = await ports.hold_lease(run, 1, claimed, held + timedelta(seconds=5), now)  # the claim's lease is gone
     assert again.applied and again.lease_until == held, "a lease already moved is kept"
     stored = await ports.get_run(run.run_id)
     assert stored is not None and stored.lease_until == held
@@ -349,3 +350,60 @@ async def test_a_reported_outcome_is_fenced_once_and_lets_the_lease_check_throug
         RunStatus.RUNNING, "first", None,
     )  # fmt: skip
     assert (1, "lease_check", epoch_ms(whole_ms(now))) in await due_keys(ports, run)
+
+
+THREE_DAYS_S = 3 * 86_400
+KEPT_SLACK = timedelta(seconds=120)  # the test's clock vs the write's, on a loaded box
+
+
+async def kept_until(ports: Both, run_id: uuid.UUID, column: str) -> datetime:
+    """When `column` of the run's row expires: its TTL read from Cassandra, or what the twin noted."""
+    if isinstance(ports, MemoryStore):
+        kept: datetime = ports.kept_until[run_id]
+        return kept
+    assert isinstance(ports, CassandraTables)
+    rows = await ports.cql.execute(f"SELECT TTL({column}) AS ttl FROM runs WHERE run_id = ?", [run_id])
+    ttl = rows[0]["ttl"]
+    return datetime.now(UTC) + timedelta(seconds=max(ttl) if isinstance(ttl, list) else ttl)  # a map: per cell
+
+
+def near(at: datetime, expected: datetime) -> bool:
+    return abs(at - expected) < KEPT_SLACK
+
+
+async def test_every_write_of_a_run_keeps_it_for_its_retention_past_its_due_time(ports: Both) -> None:
+    made, run = job(soon(), retention_s=THREE_DAYS_S)
+    now = datetime.now(UTC)
+    kept = timedelta(seconds=THREE_DAYS_S)
+    await ports.create_job(made, run, now)
+    assert near(await kept_until(ports, run.run_id, "status"), run.fire_at + kept)
+    claimed = whole_ms(now + timedelta(hours=1))
+    assert (await ports.claim(run, 0, "w", claimed, now)).applied
+    assert near(await kept_until(ports, run.run_id, "worker"), claimed + kept), "past its lease"
+    held = whole_ms(now + timedelta(hours=2))
+    assert (await ports.hold_lease(run, 1, claimed, held, now)).applied
+    assert near(await kept_until(ports, run.run_id, "lease_until"), held + kept)
+    assert (await ports.report_completion(run, 1, "{}", now)).applied
+    assert near(await kept_until(ports, run.run_id, "reported"), run.fire_at + kept)
+    retry_at = whole_ms(now + timedelta(days=1))
+    failed = AttemptResult(RunStatus.RETRY, error="HTTP 500", retry_at=retry_at)
+    assert await ports.finish(run, 1, failed, "w", now, now)
+    assert near(await kept_until(ports, run.run_id, "finished_at"), retry_at + kept), "past its retry"
+    assert (await ports.claim(run, 1, "w", whole_ms(now - timedelta(seconds=1)), now)).applied
+    assert await ports.expire_lease(run, 2, None, now)
+    assert near(await kept_until(ports, run.run_id, "last_error"), now + kept)
+    letter = DeadLetter(run.tenant_id, whole_ms(now), run.run_id, run.job_id, "example.com", b"{}", "lease", ())
+    await ports.add_dead_letter(letter, 3600, run.retention_s)
+    assert near(await kept_until(ports, run.run_id, "dead_at"), now + kept), "the run's retention, not the letter's"
+
+
+async def test_a_repair_and_a_cancel_keep_the_run_for_its_retention(ports: Both) -> None:
+    made, run = job(soon(), retention_s=THREE_DAYS_S)
+    now = datetime.now(UTC)
+    kept = timedelta(seconds=THREE_DAYS_S)
+    await ports.create_job(made, run, now)
+    later = whole_ms(now + timedelta(days=2))
+    assert await ports.move_due(run, RunStatus.SCHEDULED, 0, later, now)
+    assert near(await kept_until(ports, run.run_id, "due_at"), later + kept)
+    assert await ports.cancel(run, now)
+    assert near(await kept_until(ports, run.run_id, "finished_at"), run.fire_at + kept)

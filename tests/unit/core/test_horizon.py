@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tickwheel.core.horizon import FAR_AFTER, MAX_TTL_S, MOVE_LEAD, days_to_move, is_far, retention_ttl_s
+from tickwheel.core.horizon import (
+    FAR_AFTER,
+    MAX_TTL_S,
+    MOVE_LEAD,
+    RUN_RETENTION_S,
+    days_to_move,
+    is_far,
+    retention_ttl_s,
+)
 
 NOW = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -18,10 +26,19 @@ def test_runs_beyond_the_far_threshold_wait_in_the_far_table() -> None:
 
 def test_retention_counts_from_the_due_time_up_to_cassandras_limit() -> None:
     month_s = 30 * 86400
-    assert retention_ttl_s(NOW - DAY, NOW) == month_s
-    assert retention_ttl_s(NOW + 20 * DAY, NOW) == 20 * 86400 + month_s
-    assert retention_ttl_s(NOW + 400 * DAY, NOW) == 400 * 86400 + month_s
-    assert retention_ttl_s(NOW + 30 * 365 * DAY, NOW) == MAX_TTL_S
+    assert month_s == RUN_RETENTION_S
+    assert retention_ttl_s(NOW - DAY, NOW, month_s) == month_s
+    assert retention_ttl_s(NOW + 20 * DAY, NOW, month_s) == 20 * 86400 + month_s
+    assert retention_ttl_s(NOW + 400 * DAY, NOW, month_s) == 400 * 86400 + month_s
+    assert retention_ttl_s(NOW + 30 * 365 * DAY, NOW, month_s) == MAX_TTL_S
+
+
+def test_a_tenants_retention_counts_from_the_due_time_too() -> None:
+    three_days_s, ninety_days_s = 3 * 86400, 90 * 86400
+    assert retention_ttl_s(NOW - DAY, NOW, three_days_s) == three_days_s
+    assert retention_ttl_s(NOW + DAY, NOW, three_days_s) == 86400 + three_days_s
+    assert retention_ttl_s(NOW + 400 * DAY, NOW, ninety_days_s) == 400 * 86400 + ninety_days_s, "far: outlives due"
+    assert retention_ttl_s(NOW + 20 * 365 * DAY, NOW, ninety_days_s) == MAX_TTL_S
 
 
 def test_a_new_leader_moves_from_the_lookback_through_the_lead() -> None:

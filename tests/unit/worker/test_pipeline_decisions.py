@@ -213,3 +213,20 @@ async def test_a_202_holds_an_asynchronous_run_and_its_reported_outcome_is_recor
     assert scene.status(run) == (RunStatus.SUCCEEDED, 1) and scene.target.calls == 1
     attempts = await scene.store.get_attempts(run.run_id)
     assert [(a.outcome, a.response_excerpt) for a in attempts] == [("SUCCEEDED", "42 rows")]
+
+
+async def test_what_the_worker_writes_of_a_run_is_kept_for_its_tenants_run_retention() -> None:
+    scene = Scene(Target(503))
+    scene.store.tenants[TENANT] = dataclasses.replace(scene.store.tenants[TENANT], retention_days=3)
+    run = await scene.due_run(max_attempts=1)  # made with the default retention, as by another process
+    await scene.handler().handle(due_run_for(run))
+    assert scene.status(run) == (RunStatus.DEAD, 1)
+    assert scene.store.kept_until[run.run_id] == NOW + timedelta(days=3), "the dead letter's dead_at, the last write"
+    other = await scene.due_run()
+    lease_until = NOW + timedelta(seconds=30)
+    assert (await scene.store.claim(other, 0, "gone", lease_until, NOW)).applied
+    scene.now = lease_until + timedelta(seconds=1)
+    await scene.handler().handle(due_run_for(other, attempt=1, kind="lease_check", fire_at=lease_until))
+    stored = scene.store.runs[other.run_id]
+    assert stored.status is RunStatus.RETRY and stored.due_at is not None
+    assert scene.store.kept_until[other.run_id] == stored.due_at + timedelta(days=3), "past its retry"
