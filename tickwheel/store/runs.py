@@ -19,6 +19,7 @@ row carries the attempt that holds the lease.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from datetime import datetime
 from typing import Any
@@ -27,6 +28,7 @@ from tickwheel.core import fencing
 from tickwheel.core.horizon import day_of, is_far, retention_ttl_s
 from tickwheel.core.ids import minute_bucket
 from tickwheel.core.instants import whole_ms
+from tickwheel.errors import TickwheelError
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.records import FINAL as FINAL
 from tickwheel.store.records import RUNNABLE as RUNNABLE
@@ -311,7 +313,8 @@ async def finish(
     found = found_of(current)
     if not fencing.outcome_counts(applied, found.status, found.attempt, result.status, attempt):
         return False
-    await store.batch(
+    await _describe(
+        store,
         [
             outcome_history_row(run, result.status, attempt, now, started_at),
             (
@@ -331,9 +334,25 @@ async def finish(
             ),
             *([lease_check_removal(run, lease_until, attempt)] if lease_until is not None else []),
         ],
-        logged=False,  # descriptions of one outcome, all safe to write again: no atomicity needed
     )
     return True
+
+
+DESCRIBE_TRIES = 4
+
+
+async def _describe(store: CassandraStore, rows: list[tuple[str, list[Any]]]) -> None:
+    """The description rows of an outcome that counted, written again here when the write fails: retrying the
+    whole `finish` would re-run its LWT, which a retry's next attempt may have claimed by then (the refusal would
+    drop this attempt's rows for good). Unlogged: descriptions of one outcome, all safe to write again."""
+    for tries in range(1, DESCRIBE_TRIES + 1):
+        try:
+            await store.batch(rows, logged=False)
+            return
+        except TickwheelError as exc:
+            if not exc.retriable or tries == DESCRIBE_TRIES:
+                raise
+            await asyncio.sleep(0.1 * 2**tries)
 
 
 def lease_check_removal(run: NewRun, lease_until: datetime, attempt: int) -> tuple[str, list[Any]]:

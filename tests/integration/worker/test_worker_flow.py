@@ -228,7 +228,7 @@ async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_
         row = await scene.wait_status(run.run_id, "DEAD", timeout_s=30)
         assert [c.header("X-Tickwheel-Attempt") for c in scene.sink.calls_to("/flaky")] == ["1", "2", "3"]
     assert flaky.failed == 1
-    # The attempt whose description rows failed writes them again when it retries its outcome.
+    # The attempt whose description rows failed writes them again (not its LWT, which its retry may have taken).
     calls = await eventually(
         lambda: runs.get_attempts(scene.store, run.run_id),
         lambda rows: [a.attempt for a in rows if a.kind == "call"] == list(range(1, row.attempt + 1)),
