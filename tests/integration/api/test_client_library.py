@@ -247,10 +247,12 @@ async def test_the_sync_client_does_the_same_from_a_thread(alice: Caller) -> Non
     assert [j.id for j in listed] == [job.id] and paused.state is JobState.PAUSED
 
 
-async def test_a_create_answered_503_by_the_api_is_retried_with_the_same_key_once_redis_is_back(
+async def test_a_create_while_the_apis_redis_is_cut_off_succeeds_at_once(
     settings: Settings, store: CassandraStore, producer: KafkaProducer, alice: Caller
 ) -> None:
-    """The API's Redis goes through a TCP proxy this test owns; cutting it makes the real API answer 503."""
+    """The API's Redis goes through a TCP proxy this test owns. Redis holds limits, not truth: with it cut off the
+    API fails open (bounded in process, issue 19), so the client's create succeeds at once, with no retry. (A 503
+    retried with the same key is the Cassandra test below.)"""
     redis_url = urlsplit(settings.redis.url)
     proxy = TcpProxy(redis_url.hostname or "127.0.0.1", redis_url.port or 6379).start()
     proxied = dataclasses.replace(settings.redis, url=f"redis://127.0.0.1:{proxy.port}{redis_url.path}")
@@ -275,9 +277,9 @@ async def test_a_create_answered_503_by_the_api_is_retried_with_the_same_key_onc
         await redis.close()
         proxy.close()
     creates = [s for s in transport.seen if s.method == "POST"]
-    assert [s.status for s in creates] == [503, 201]
-    assert creates[0].key is not None and creates[0].key == creates[1].key
-    assert slept == [1.0]  # the API's Retry-After
+    assert [s.status for s in creates] == [201]
+    assert creates[0].key is not None
+    assert slept == []
     assert listed == [job.id]
 
 
