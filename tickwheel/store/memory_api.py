@@ -15,8 +15,9 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
-from tickwheel.store import dead_letters, jobs
+from tickwheel.store import jobs
 from tickwheel.store.audit import JobChangeRecord
+from tickwheel.store.decisions import SharedDecisions
 from tickwheel.store.idempotency import Reservation
 from tickwheel.store.memory import MemoryStore, stored
 from tickwheel.store.names import NameClaim
@@ -29,7 +30,6 @@ from tickwheel.store.records import (
     JobState,
     KeyedJob,
     NewRun,
-    Run,
     RunKind,
     RunStatus,
     Tenant,
@@ -48,7 +48,7 @@ def _page(items: list[T], limit: int, cursor: str | None) -> tuple[list[T], str 
 
 
 @dataclass
-class MemoryApiStore(MemoryStore):
+class MemoryApiStore(SharedDecisions, MemoryStore):
     """Every store port the API uses, in memory (tables as plain attributes, for tests to look at)."""
 
     request_hashes: dict[uuid.UUID, str] = field(default_factory=dict)
@@ -122,12 +122,6 @@ class MemoryApiStore(MemoryStore):
         self._first_row(run, now)
         self._scheduled_history(run, now)
         return True
-
-    async def reschedule(
-        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
-    ) -> tuple[bool, int | None]:
-        """`jobs.reschedule` (the same decision) over this store."""
-        return await jobs.reschedule(self, job, change, next_run, now, retention_s=retention_s)
 
     async def list_job_ids(
         self,
@@ -284,14 +278,6 @@ class MemoryApiStore(MemoryStore):
             return None
         letter = self.dead_letters.get((tenant_id, run_id))
         return letter if letter is not None and letter.dead_at == run.dead_at else None
-
-    async def redrive_dead_letter(
-        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
-    ) -> Run | None:
-        """`dead_letters.redrive_dead_letter` (the same decision) over this store."""
-        return await dead_letters.redrive_dead_letter(
-            self, letter, due_at, now, job_version=job_version, retention_s=retention_s
-        )
 
     async def redrive_run(self, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
         """RETRY at `due_at` if still DEAD at `attempt` (its due row first, as on Cassandra)."""

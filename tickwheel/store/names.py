@@ -40,9 +40,7 @@ async def claim(store: CassandraStore, tenant_id: str, name: str, job_id: uuid.U
     return applied
 
 
-async def move(
-    store: CassandraStore, tenant_id: str, name: str, old: uuid.UUID, new: uuid.UUID, now: datetime
-) -> bool:
+async def move(store: CassandraStore, tenant_id: str, name: str, old: uuid.UUID, new: uuid.UUID, now: datetime) -> bool:
     """Point the name from `old` to `new`; False when it no longer points at `old`."""
     applied, _ = await store.applied(
         "UPDATE jobs_by_name SET job_id = ?, claimed_at = ? WHERE tenant_id = ? AND name = ? IF job_id = ?",

@@ -383,9 +383,7 @@ class NameStore(Protocol):
 class IdempotencyStore(Protocol):
     """Idempotency keys: reserved once, answered, replayed until they expire."""
 
-    async def reserve_key(
-        self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int
-    ) -> Reservation:
+    async def reserve_key(self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int) -> Reservation:
         """Reserve `key` for this request, or say what the request holding it asked and answered."""
         ...
 

@@ -24,6 +24,7 @@ from tickwheel.store import (
 )
 from tickwheel.store.audit import JobChangeRecord
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.decisions import SharedDecisions
 from tickwheel.store.idempotency import Reservation
 from tickwheel.store.names import NameClaim
 from tickwheel.store.ports import KeptChange
@@ -49,7 +50,7 @@ from tickwheel.store.records import (
 from tickwheel.store.tenants import ApiKey, TenantChange
 
 
-class CassandraTables:
+class CassandraTables(SharedDecisions):
     """Every store port over one Cassandra session (`cql`, for what the ports do not cover yet)."""
 
     def __init__(self, cql: CassandraStore):
@@ -262,12 +263,6 @@ class CassandraTables:
         """`runs.revive`."""
         return await runs.revive(self.cql, run, now)
 
-    async def reschedule(
-        self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
-    ) -> tuple[bool, int | None]:
-        """`jobs.reschedule` over this store."""
-        return await jobs.reschedule(self, job, change, next_run, now, retention_s=retention_s)
-
     async def list_job_ids(
         self,
         tenant_id: str,
@@ -313,9 +308,7 @@ class CassandraTables:
         await names.release(self.cql, tenant_id, name, job_id)
 
     # -- IdempotencyStore -----------------------------------------------------------------------------------------
-    async def reserve_key(
-        self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int
-    ) -> Reservation:
+    async def reserve_key(self, tenant_id: str, key: str, request_hash: str, now: datetime, ttl_s: int) -> Reservation:
         """`idempotency.reserve`."""
         return await idempotency.reserve(self.cql, tenant_id, key, request_hash, now, ttl_s)
 
@@ -403,14 +396,6 @@ class CassandraTables:
     async def get_dead_letter(self, tenant_id: str, run_id: uuid.UUID) -> DeadLetter | None:
         """`dead_letters.get_dead_letter`."""
         return await dead_letters.get_dead_letter(self.cql, tenant_id, run_id)
-
-    async def redrive_dead_letter(
-        self, letter: DeadLetter, due_at: datetime, now: datetime, *, job_version: int, retention_s: int
-    ) -> Run | None:
-        """`dead_letters.redrive_dead_letter` over this store."""
-        return await dead_letters.redrive_dead_letter(
-            self, letter, due_at, now, job_version=job_version, retention_s=retention_s
-        )
 
     async def redrive_run(self, run: NewRun, attempt: int, due_at: datetime, now: datetime) -> bool:
         """`runs.redrive`."""
