@@ -63,7 +63,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     )
     assert deferred[0].error == "breaker_open"
     assert deferred[0].attempt == 0  # no attempt spent
-    row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
+    row = await scene.wait_status(held.run_id, "SUCCEEDED")
     assert row.attempt == 1
     assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is None
     assert len(scene.sink.calls_to("/up")) == 1
@@ -108,7 +108,7 @@ async def test_an_expired_lease_retries_the_run_with_the_same_webhook_id(scene: 
     claimed = await runs.claim(scene.store, run, 0, "ghost", now_utc() + timedelta(seconds=1), now_utc())
     assert claimed.applied
     await scene.worker()
-    [call] = await scene.sink.wait_for("/after-lease", 1, timeout_s=15)
+    [call] = await scene.sink.wait_for("/after-lease", 1)
     row = await scene.wait_status(run.run_id, "SUCCEEDED")
     assert call.header("webhook-id") == str(run.run_id)
     assert call.header("X-Tickwheel-Attempt") == "2"
@@ -162,7 +162,7 @@ async def test_a_worker_stopping_mid_call_hands_the_run_back_for_another_worker(
     assert (row.status, row.attempt, row.last_error) == ("RETRY", 1, "worker stopped during the call")
     assert row.due_at is not None and row.due_at <= now_utc()
     await scene.worker()
-    row = await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
     assert row.attempt == 2
 
 
@@ -260,7 +260,7 @@ async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: 
     assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is not None
     short = RetryDoc(max_attempts=3, base_delay_s=0.1, max_delay_s=0.1, max_age_s=1.0)
     run = await scene.job(HttpTarget(url=scene.sink.url("/held")), retry=short)
-    row = await scene.wait_status(run.run_id, "DEAD", timeout_s=20)
+    row = await scene.wait_status(run.run_id, "DEAD")
     assert (row.last_error or "").startswith("deferred: breaker_open; deferred more than max_age_s 1 s")
     letters = await eventually(
         lambda: scene.store.execute("SELECT run_id FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
