@@ -120,7 +120,7 @@ async def settings(stack_settings: Settings) -> AsyncIterator[Settings]:
     )
     await run_migrate(test_settings)
     yield test_settings
-    await _drop_keyspace(test_settings)
+    await drop_keyspace(test_settings)
     await _delete_topics(test_settings)
 
 
@@ -136,7 +136,7 @@ async def _delete_topics(test_settings: Settings) -> None:
         print(f"could not delete topics {test_settings.kafka.topic_prefix}*: {exc}")
 
 
-async def _drop_keyspace(test_settings: Settings) -> None:
+async def drop_keyspace(test_settings: Settings) -> None:
     """Every run's keyspace is dropped when the run ends: the shared Cassandra (1 GB heap) ran out of memory
     holding 175 of them (some 2 500 tables). TW_TEST_KEEP_KEYSPACE=1 keeps it for a post-mortem (not a
     TICKWHEEL_ name: those must all be settings)."""
