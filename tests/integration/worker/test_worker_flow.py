@@ -50,7 +50,9 @@ async def test_a_name_resolving_to_loopback_is_refused_by_the_resolver_itself() 
 async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_and_a_probe_closes_it(
     scene: Scene,
 ) -> None:
-    await scene.worker(breaker_min_calls=4, breaker_window_s=10.0, breaker_open_s=1.5)
+    # Open for 6 s: the next run must reach the worker while it is open (a job written, fired, consumed and claimed),
+    # seconds on a loaded box; arriving after, it would be the half-open probe and never deferred (was 1.5 s).
+    await scene.worker(breaker_min_calls=4, breaker_window_s=10.0, breaker_open_s=6.0)
     failing = [await scene.job(HttpTarget(url=scene.sink.url("/down", status=503)), retry=ONE_TRY) for _ in range(4)]
     for run in failing:
         await scene.wait_status(run.run_id, "DEAD")
