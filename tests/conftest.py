@@ -5,15 +5,20 @@ skips."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import uuid
 from collections.abc import AsyncIterator, Generator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tickwheel.settings import Settings
+
+if TYPE_CHECKING:
+    from tickwheel.store.cassandra import CassandraStore
 
 ROOT = Path(__file__).resolve().parent.parent
 STACK_DIR = ROOT / ".stack"
@@ -154,6 +159,26 @@ async def drop_keyspace(test_settings: Settings) -> None:
         print(f"could not drop keyspace {test_settings.cassandra.keyspace}: {exc}")
     finally:
         await admin.close()
+
+
+@contextlib.asynccontextmanager
+async def own_keyspace(settings: Settings, suffix: str) -> AsyncIterator[tuple[Settings, CassandraStore]]:
+    """`settings` on a keyspace of their own (migrated, dropped after) and a store on it: for a test whose process
+    reads whole tables (a sweep, a reconciler's pass), which in the run's shared keyspace hold every earlier test's
+    jobs and due rows: the pass takes as long as the leftovers, and repairs them."""
+    from tickwheel.store.cassandra import CassandraStore
+    from tickwheel.store.migrate import migrate
+
+    own = dataclasses.replace(
+        settings, cassandra=dataclasses.replace(settings.cassandra, keyspace=f"{settings.cassandra.keyspace}_{suffix}")
+    )
+    await migrate(own.cassandra)
+    opened = await CassandraStore.connect(own.cassandra)
+    try:
+        yield own, opened
+    finally:
+        await opened.close()
+        await drop_keyspace(own)
 
 
 @pytest.fixture(scope="session")

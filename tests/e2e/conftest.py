@@ -1,5 +1,5 @@
-"""The whole platform for end-to-end tests: api, coordinator, dispatcher and worker as real processes on the
-test run's keyspace, topic prefix and ZooKeeper chroot, with a local sink as the only admitted target."""
+"""The whole platform for end-to-end tests: api, coordinator, dispatcher and worker as real processes on a
+keyspace, topic prefix and ZooKeeper chroot of the e2e tier's own, with a local sink as the only admitted target."""
 
 from __future__ import annotations
 
@@ -16,9 +16,11 @@ from pathlib import Path
 import pytest
 
 from benchmarks.private_platform import free_port
+from tests.conftest import drop_keyspace
 from tickwheel.dev.platform import ready
 from tickwheel.dev.sink import Sink
 from tickwheel.settings import Settings
+from tickwheel.store.cassandra import CassandraStore
 
 PROCESSES = ("api", "coordinator", "dispatcher", "worker")
 OPERATOR_KEY = f"op-{uuid.uuid4().hex}"
@@ -49,6 +51,31 @@ def _env(settings: Settings, ports: dict[str, int]) -> dict[str, str]:
         worker=dataclasses.replace(settings.worker, port=ports["worker"], egress_allow=("127.0.0.1/32",)),
     )
     return platform_settings.process_env()
+
+
+@pytest.fixture(scope="session")
+async def settings(settings: Settings) -> AsyncIterator[Settings]:
+    """The run's settings on a keyspace and a topic prefix of the e2e tier's own. The run's shared keyspace holds
+    every integration test's jobs and due rows by now (thousands): the platform's dispatcher would fire them,
+    its worker call their targets and its coordinator sweep and repair them while the e2e tests run and wait."""
+    from tickwheel.commands import run_migrate
+
+    own = dataclasses.replace(
+        settings,
+        cassandra=dataclasses.replace(settings.cassandra, keyspace=f"{settings.cassandra.keyspace}_e2e"),
+        kafka=dataclasses.replace(settings.kafka, topic_prefix=f"{settings.kafka.topic_prefix}e2e."),
+    )
+    await run_migrate(own)
+    yield own
+    await drop_keyspace(own)  # its topics are under the run's prefix: deleted with the run's
+
+
+@pytest.fixture(scope="session")
+async def store(settings: Settings) -> AsyncIterator[CassandraStore]:
+    """A store on the e2e tier's keyspace (the platform's)."""
+    opened = await CassandraStore.connect(settings.cassandra)
+    yield opened
+    await opened.close()
 
 
 @pytest.fixture(scope="session")

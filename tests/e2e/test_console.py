@@ -30,6 +30,9 @@ CHROMIUM_ARGS = [
     "--disable-background-networking", "--disable-component-update", "--disable-sync",
 ]  # fmt: skip
 WAIT_MS = 15_000
+# Playwright's assertions retry for 5 s by default; what they wait for here comes from the API (LWTs, a run firing)
+# on a loaded box, seconds late. An assertion returns as soon as it holds, so only a failing test waits longer.
+expect.set_options(timeout=30_000)
 # Every form control and button on the page has a name a screen reader can announce.
 UNLABELLED_CONTROLS = """() => [...document.querySelectorAll('input, select, textarea, button')]
   .filter((el) => el.offsetParent !== null || el.closest('dialog[open]'))

@@ -30,6 +30,9 @@ from urllib.parse import urlencode
 from aiohttp import web
 
 CALLS_PATH = "/_sink/calls"
+# How long a test waits for calls by default: they come through a worker's new consumer group, a claim and the
+# call, seconds late on a loaded box. A wait returns as soon as they are there, so only a failing test waits it out.
+WAIT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +88,13 @@ class Sink:
     def peak_concurrency(self, path: str) -> int:
         return self._peaks[path]
 
-    async def wait_for(self, path: str, count: int, timeout_s: float = 10.0) -> list[SinkCall]:
+    async def wait_for(self, path: str, count: int, timeout_s: float = WAIT_S) -> list[SinkCall]:
         """Wait until `path` received at least `count` calls; returns them (raises TimeoutError)."""
         async with asyncio.timeout(timeout_s), self._changed:
             await self._changed.wait_for(lambda: len(self.calls_to(path)) >= count)
         return self.calls_to(path)
 
-    async def wait_arrived(self, path: str, count: int, timeout_s: float = 10.0) -> list[SinkCall]:
+    async def wait_arrived(self, path: str, count: int, timeout_s: float = WAIT_S) -> list[SinkCall]:
         """Wait until `path` received at least `count` requests, answered or not."""
         async with asyncio.timeout(timeout_s), self._changed:
             await self._changed.wait_for(lambda: len([c for c in self.arrivals if c.path == path]) >= count)

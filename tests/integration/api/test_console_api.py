@@ -15,6 +15,7 @@ import pytest
 from aiohttp.test_utils import TestClient
 
 from schemas.messages import topic_names
+from tests.conftest import own_keyspace
 from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import Caller, problem_of
 from tickwheel.bus.kafka import KafkaProducer, delete_topics, ensure_topics
@@ -236,20 +237,13 @@ async def test_every_sweeper_pass_is_counted_where_the_operator_page_reads_it(
     settings: Settings, producer: KafkaProducer
 ) -> None:
     from coordinator.sweeper import Sweeper
-    from tickwheel.store.migrate import migrate
 
     # A keyspace of its own: a whole pass over this run's shared jobs table could repair other tests' jobs.
-    own = dataclasses.replace(settings.cassandra, keyspace=f"{settings.cassandra.keyspace}_sweep")
-    await migrate(own)
-    store = await CassandraStore.connect(own)
-    try:
+    async with own_keyspace(settings, "sweep") as (own, store):
         before, _ = await operator.sweeper_counts(store)
-        sweeper = Sweeper(dataclasses.replace(settings, cassandra=own), CassandraTables(store), producer)
+        sweeper = Sweeper(own, CassandraTables(store), producer)
         await sweeper.sweep(datetime.now(UTC))
         await sweeper.sweep(datetime.now(UTC))
         after, repairs = await operator.sweeper_counts(store)
-    finally:
-        await store.execute_raw(f"DROP KEYSPACE IF EXISTS {own.keyspace}")  # every keyspace costs the server heap
-        await store.close()
 
     assert after == before + 2 and repairs == {}

@@ -133,15 +133,21 @@ async def test_a_dispatcher_stopped_past_its_session_timeout_fires_nothing_of_it
     await wait_owned_by(store, dsettings.shards, 2)
     start = datetime.now(UTC) + timedelta(seconds=2)
     run_ids = await schedule_runs(store, dsettings, producer, start, 80, 250)
-    await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 2)
+    # Stopped once it has fired some of its share (a fixed 2 s past the first due time found it had fired nothing
+    # yet on a loaded box, and the test would prove nothing about a dispatcher that fired, then froze).
+    frozen_name = dispatcher_name(frozen)
+    await lanes.wait_for(
+        lambda: any(h["dispatcher"] == frozen_name and f.run_id in run_ids for _, f, h in lanes.fired), timeout_s=60
+    )
     os.kill(frozen.pid, signal.SIGSTOP)
     stopped_ms = datetime.now(UTC).timestamp() * 1000
-    await asyncio.sleep(dsettings.zookeeper.session_timeout_s + 4)  # the session expires; the survivor takes over
+    await asyncio.sleep(dsettings.zookeeper.session_timeout_s)  # the session expires
+    await wait_owned_by(store, dsettings.shards, 1, timeout_s=60)  # and the survivor has taken every shard over
     os.kill(frozen.pid, signal.SIGCONT)
     await all_fired(lanes, run_ids, timeout_s=60)
     await asyncio.sleep(3)
     await lanes.poll()
-    mine = [(f, h) for _, f, h in lanes.fired if h["dispatcher"] == dispatcher_name(frozen)]
+    mine = [(f, h) for _, f, h in lanes.fired if h["dispatcher"] == frozen_name]
     old_epochs = {int(h["epoch"]) for f, h in mine if f.fired_at_ms < stopped_ms}
     assert old_epochs, "the frozen dispatcher fired its share before SIGSTOP"
     stale = [f for f, h in mine if f.fired_at_ms >= stopped_ms and int(h["epoch"]) <= max(old_epochs)]

@@ -27,7 +27,7 @@ from kazoo.exceptions import ConnectionLoss
 
 from dispatcher.membership import MEMBERS, Membership
 from schemas.messages import decode_assignment, decode_member
-from tests.conftest import drop_keyspace
+from tests.conftest import own_keyspace
 from tests.integration.dispatch.conftest import LaneReader, announce_run, new_run, write_run
 from tests.integration.dispatch.test_dispatch_faults import (
     ROOT,
@@ -40,7 +40,6 @@ from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.migrate import migrate
 
 SESSION_TIMEOUT_S = 10.0
 
@@ -48,13 +47,8 @@ SESSION_TIMEOUT_S = 10.0
 @pytest.fixture
 async def settings(settings: Settings, namespace: str) -> AsyncIterator[Settings]:
     """The run's settings on a keyspace of this test's own (migrated here, dropped after)."""
-    own = dataclasses.replace(
-        settings,
-        cassandra=dataclasses.replace(settings.cassandra, keyspace=f"{settings.cassandra.keyspace}_{namespace}"),
-    )
-    await migrate(own.cassandra)
-    yield own
-    await drop_keyspace(own)
+    async with own_keyspace(settings, namespace) as (own, _):
+        yield own
 
 
 @pytest.fixture

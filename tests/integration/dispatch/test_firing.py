@@ -37,8 +37,10 @@ async def test_preloaded_runs_fire_onto_their_lane_at_due_never_early(
     for topic, fired, headers in lanes.fired:
         if fired.job_id in ids:
             assert topic == names[fired.lane]
-            # Never early; the lag itself is measured in benchmarks (a loaded CI box once took 1.5 s).
-            assert 0 <= fired.fired_at_ms - fired.fire_at_ms < 5000
+            # Never early. How late is measured in benchmarks, not asserted: a loaded CI box once took 1.5 s, and a
+            # dispatcher slow to start fires these late by its start-up. A run the preload missed never fires
+            # here at all (the rescan is off), which the wait above catches.
+            assert fired.fired_at_ms >= fired.fire_at_ms
             assert headers["dispatcher"] == d.engine.name.encode()
 
 
@@ -52,7 +54,9 @@ async def test_a_run_written_inside_the_loaded_horizon_arrives_through_the_near_
     await lanes.wait_for(lambda: bool(lanes.runs({run.job_id})))
     [fired] = lanes.runs({run.job_id})
     assert fired.run_id == run.run_id
-    assert 0 <= fired.fired_at_ms - fired.fire_at_ms < 1000
+    # Never early; the lag is a benchmark figure. Without the near-term topic this run never fires (its minute
+    # was loaded before it was written and the rescan is off): the wait above is what fails then.
+    assert fired.fired_at_ms >= fired.fire_at_ms
 
 
 async def test_the_rescan_finds_a_run_written_inside_the_horizon_and_never_announced(

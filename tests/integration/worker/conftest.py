@@ -29,7 +29,7 @@ from schemas.messages import (
 )
 from tickwheel.bus.kafka import KafkaProducer, delete_topics, ensure_topics
 from tickwheel.core.ids import minute_bucket, run_id_for, shard_of
-from tickwheel.dev.sink import Sink
+from tickwheel.dev.sink import WAIT_S, Sink  # WAIT_S: the waits' default deadline here too
 from tickwheel.settings import Settings
 from tickwheel.signing import generate_secret
 from tickwheel.store import buckets, runs
@@ -166,13 +166,13 @@ class Scene:
         assert run is not None
         return run
 
-    async def wait_status(self, run_id: uuid.UUID, *statuses: str, timeout_s: float = 15.0) -> Run:
+    async def wait_status(self, run_id: uuid.UUID, *statuses: str, timeout_s: float = WAIT_S) -> Run:
         run: Run = await eventually(lambda: self.run_row(run_id), lambda r: r.status in statuses, timeout_s)
         return run
 
 
 async def eventually(
-    read: Callable[[], Awaitable[Any]], ok: Callable[[Any], bool], timeout_s: float = 15.0, every_s: float = 0.1
+    read: Callable[[], Awaitable[Any]], ok: Callable[[Any], bool], timeout_s: float = WAIT_S, every_s: float = 0.1
 ) -> Any:
     """Read until `ok(value)`; fails the test with the last value read."""
     deadline = asyncio.get_running_loop().time() + timeout_s

@@ -59,7 +59,7 @@ async def test_a_worker_killed_mid_call_is_called_again_after_its_lease_with_the
     try:
         await wait_ready(port, process)
         run = await scene.job(HttpTarget(url=scene.sink.url("/killed", delay_seq="4000,0"), timeout_s=3))
-        [first] = await scene.sink.wait_arrived("/killed", 1, timeout_s=20)
+        [first] = await scene.sink.wait_arrived("/killed", 1)
         os.kill(process.pid, signal.SIGKILL)
         process.wait(10)
         claimed = await scene.run_row(run.run_id)

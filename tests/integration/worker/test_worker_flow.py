@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from schemas.messages import HttpTarget, KafkaTarget, RetryDoc, encode, topic_names
+from schemas.messages import HttpTarget, KafkaTarget, RetryDoc, encode, topic_names, worker_group
 from tests.integration.worker.conftest import Scene, eventually, now_utc
-from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, ensure_topics
+from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, consumer_lag, ensure_topics
 from tickwheel.egress import EgressPolicy, EgressResolver, canonical_authority
 from tickwheel.errors import EgressRefused, Unavailable
 from tickwheel.flow.limits import Caps, FlowLimits, Permit
@@ -50,7 +50,9 @@ async def test_a_name_resolving_to_loopback_is_refused_by_the_resolver_itself() 
 async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_and_a_probe_closes_it(
     scene: Scene,
 ) -> None:
-    await scene.worker(breaker_min_calls=4, breaker_window_s=10.0, breaker_open_s=1.5)
+    # Open for 6 s: the next run must reach the worker while it is open (a job written, fired, consumed and claimed),
+    # seconds on a loaded box; arriving after, it would be the half-open probe and never deferred (was 1.5 s).
+    await scene.worker(breaker_min_calls=4, breaker_window_s=10.0, breaker_open_s=6.0)
     failing = [await scene.job(HttpTarget(url=scene.sink.url("/down", status=503)), retry=ONE_TRY) for _ in range(4)]
     for run in failing:
         await scene.wait_status(run.run_id, "DEAD")
@@ -63,7 +65,7 @@ async def test_the_breaker_opens_on_failures_defers_without_spending_an_attempt_
     )
     assert deferred[0].error == "breaker_open"
     assert deferred[0].attempt == 0  # no attempt spent
-    row = await scene.wait_status(held.run_id, "SUCCEEDED", timeout_s=20)
+    row = await scene.wait_status(held.run_id, "SUCCEEDED")
     assert row.attempt == 1
     assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is None
     assert len(scene.sink.calls_to("/up")) == 1
@@ -108,7 +110,7 @@ async def test_an_expired_lease_retries_the_run_with_the_same_webhook_id(scene: 
     claimed = await runs.claim(scene.store, run, 0, "ghost", now_utc() + timedelta(seconds=1), now_utc())
     assert claimed.applied
     await scene.worker()
-    [call] = await scene.sink.wait_for("/after-lease", 1, timeout_s=15)
+    [call] = await scene.sink.wait_for("/after-lease", 1)
     row = await scene.wait_status(run.run_id, "SUCCEEDED")
     assert call.header("webhook-id") == str(run.run_id)
     assert call.header("X-Tickwheel-Attempt") == "2"
@@ -135,18 +137,21 @@ async def test_a_refired_duplicate_is_dropped_and_a_changed_job_cancels_its_run(
 
 
 async def test_a_stopping_worker_finishes_what_it_holds_and_commits_it(scene: Scene) -> None:
-    worker = await scene.worker()
+    grace_s = 30.0  # far above what a loaded box needs to stop: only a stop that waits the grace out reaches it
+    worker = await scene.worker(shutdown_grace_s=grace_s)
     run = await scene.job(HttpTarget(url=scene.sink.url("/drain", delay_ms=800)))
     await scene.sink.wait_arrived("/drain", 1, timeout_s=30)
     started = time.monotonic()
     await worker.stop()
     scene.workers.remove(worker)
-    assert time.monotonic() - started < scene.settings.worker.shutdown_grace_s
+    # Finished, not handed back (a call cut at the grace leaves the run RETRY), and not by waiting the grace out.
+    assert time.monotonic() - started < grace_s
     assert (await scene.run_row(run.run_id)).status == "SUCCEEDED"
-    second = await scene.worker()  # same consumer group: the committed offset is past the finished message
-    await asyncio.sleep(1.0)
-    assert second.inflight == 0
     assert len(scene.sink.calls_to("/drain")) == 1
+    # Committed: the lane's group has nothing left to read (an uncommitted message goes to the next member).
+    topic = topic_names(scene.settings.kafka.topic_prefix)["default"]
+    group = worker_group(scene.settings.kafka.topic_prefix, "default")
+    assert await consumer_lag(scene.settings.kafka, group, topic) == {0: 0}
 
 
 async def test_a_worker_stopping_mid_call_hands_the_run_back_for_another_worker(scene: Scene) -> None:
@@ -159,7 +164,7 @@ async def test_a_worker_stopping_mid_call_hands_the_run_back_for_another_worker(
     assert (row.status, row.attempt, row.last_error) == ("RETRY", 1, "worker stopped during the call")
     assert row.due_at is not None and row.due_at <= now_utc()
     await scene.worker()
-    row = await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
+    row = await scene.wait_status(run.run_id, "SUCCEEDED")
     assert row.attempt == 2
 
 
@@ -176,15 +181,20 @@ async def test_a_jobs_own_target_cap_holds_for_its_calls(scene: Scene) -> None:
 
 async def test_urgent_runs_do_not_wait_behind_a_full_default_lane(scene: Scene) -> None:
     await scene.worker(lanes=("urgent", "default"), concurrency_default=1)
-    blocker = await scene.job(HttpTarget(url=scene.sink.url("/bulk", delay_ms=2500), timeout_s=5))
-    queued = await scene.job(HttpTarget(url=scene.sink.url("/bulk", delay_ms=2500), timeout_s=5))
-    await scene.sink.wait_arrived("/bulk", 1)
+    hold_s = 8.0  # the blocker holds the default lane's one slot this long: a loaded box's margin, not a bound
+    blocker = await scene.job(HttpTarget(url=scene.sink.url("/bulk", delay_ms=int(hold_s * 1000)), timeout_s=20))
+    [held] = await scene.sink.wait_arrived("/bulk", 1, timeout_s=30)
+    queued = await scene.job(HttpTarget(url=scene.sink.url("/bulk")))
     urgent = await scene.job(HttpTarget(url=scene.sink.url("/urgent")), lane="urgent")
-    [call] = await scene.sink.wait_for("/urgent", 1, timeout_s=2)
-    assert len(scene.sink.arrivals) == 2  # the blocker and the urgent call; the queued default run still waits
+    [call] = await scene.sink.wait_for("/urgent", 1, timeout_s=30)
+    # Ordering, not speed: the urgent call came while the default lane's slot was still taken (the blocker not
+    # yet answered, the queued default run not yet started). An urgent run that waited for that slot arrives
+    # only after the blocker's answer, however fast the box.
+    assert call.received_at < held.received_at + hold_s, call.received_at - held.received_at
+    assert [c.path for c in scene.sink.arrivals if c.received_at <= call.received_at] == ["/bulk", "/urgent"]
     await scene.wait_status(urgent.run_id, "SUCCEEDED")
     for run in (blocker, queued):
-        await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=15)
+        await scene.wait_status(run.run_id, "SUCCEEDED", timeout_s=30)
     assert call.header("webhook-id") == str(urgent.run_id)
 
 
@@ -252,7 +262,7 @@ async def test_a_run_deferred_past_its_max_age_goes_dead_with_the_reason(scene: 
     assert await limits.breaker_open_until_ms(scene.tenant, sink_target) is not None
     short = RetryDoc(max_attempts=3, base_delay_s=0.1, max_delay_s=0.1, max_age_s=1.0)
     run = await scene.job(HttpTarget(url=scene.sink.url("/held")), retry=short)
-    row = await scene.wait_status(run.run_id, "DEAD", timeout_s=20)
+    row = await scene.wait_status(run.run_id, "DEAD")
     assert (row.last_error or "").startswith("deferred: breaker_open; deferred more than max_age_s 1 s")
     letters = await eventually(
         lambda: scene.store.execute("SELECT run_id FROM dead_letters WHERE tenant_id = ?", [scene.tenant]), bool
