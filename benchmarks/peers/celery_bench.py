@@ -14,6 +14,7 @@ import asyncio
 import os
 import sys
 import time
+from pathlib import Path
 
 import redis
 import requests
@@ -24,8 +25,18 @@ from benchmarks.peers.harness import Planned, Submitted
 from tickwheel.dev.checker import Expected
 from tickwheel.dev.sink import Sink
 from tickwheel.dev.stack import process
+from tickwheel.settings import RedisSettings, read_env_file
 
-BROKER_URL = os.environ.get("TWBENCH_CELERY_BROKER", "redis://127.0.0.1:16379/1")
+STACK_ENV = Path(__file__).resolve().parents[2] / ".stack" / "env"
+
+
+def stack_broker_url() -> str:
+    """The local stack's Redis (wherever `.stack/env` says it is), database 1."""
+    url = read_env_file(STACK_ENV).get("TICKWHEEL_REDIS", RedisSettings().url)
+    return url.rsplit("/", 1)[0] + "/1"
+
+
+BROKER_URL = os.environ.get("TWBENCH_CELERY_BROKER") or stack_broker_url()
 KEY_PREFIX = "twbench:celery:"
 QUEUE = "twbench"
 WORKER = "celery-worker"

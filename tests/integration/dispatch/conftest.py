@@ -78,7 +78,7 @@ async def cluster(dsettings: Settings, store: CassandraStore) -> AsyncIterator[C
         await running.stop()
 
 
-async def wait_until(predicate: Callable[[], bool], timeout_s: float = 15.0, step_s: float = 0.1) -> None:
+async def wait_until(predicate: Callable[[], bool], timeout_s: float = 30.0, step_s: float = 0.1) -> None:
     deadline = asyncio.get_running_loop().time() + timeout_s
     while not predicate():
         if asyncio.get_running_loop().time() > deadline:
