@@ -7,6 +7,7 @@ import logging
 
 from aiohttp import web
 
+from tickwheel import heap
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
 from tickwheel.settings import Settings
@@ -32,6 +33,7 @@ async def serve(settings: Settings) -> None:
     site = web.TCPSite(runner, settings.api.host, settings.api.port)
     await site.start()
     log.info("api listening on %s:%s", settings.api.host, settings.api.port)
+    heap.settle_after_start()
     try:
         await asyncio.Event().wait()
     finally:

@@ -22,7 +22,7 @@ from coordinator.mover import FarMover
 from coordinator.reconciler import Reconciler, missed_message
 from coordinator.sweeper import Sweeper
 from schemas.messages import ShardAssignment, decode_assignment, encode, topic_names
-from tickwheel import metrics
+from tickwheel import heap, metrics
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, SessionState, ZooKeeper
@@ -316,6 +316,7 @@ async def start(settings: Settings, *, store: CassandraStore | None = None, name
 
 async def serve(settings: Settings) -> None:
     running = await start(settings)
+    heap.settle_after_start()
     try:
         await asyncio.Event().wait()
     finally:

@@ -21,7 +21,12 @@ from tickwheel.store.ports import DueRowStore
 log = logging.getLogger(__name__)
 
 MINUTE = timedelta(minutes=1)
-READS_IN_FLIGHT = 32
+# A scan reads its shards in groups, one `shard IN ?` read per group and minute: 1,024 shards are 16 reads, where
+# one read per shard made the idle scans and rescans ~50 reads/s per dispatcher (BENCHMARKS.md "Cost per run,
+# round 4"). A group stays small enough that the read's coordinator, which waits for every partition of it, answers
+# within the request timeout at peak (64 shard-minutes of a 100k-run minute are ~6,000 rows, paged).
+SHARDS_PER_READ = 64
+READS_IN_FLIGHT = 8
 
 
 class Horizon:
@@ -33,15 +38,17 @@ class Horizon:
         self.table, self.store, self.near, self.cfg, self.clock = table, store, near, cfg, clock
 
     async def read(self, since: dict[int, datetime], until: datetime) -> list[DueRun]:
-        """The due rows of each shard from its `since` to `until` (a few shards read at a time)."""
+        """The due rows of each shard from its `since` to `until`, read in groups (`groups_of`), a few at once;
+        a row a group's read finds before its own shard's `since` is left out."""
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
 
-        async def one(shard: int, start: datetime) -> list[DueRun]:
+        async def one(start: datetime, shards: list[int]) -> list[DueRun]:
             async with gate:
-                return await self.store.read_range(shard, start, until)
+                return await self.store.read_shards(shards, start, until)
 
-        pages = await asyncio.gather(*(one(s, start) for s, start in since.items() if start < until))
-        return [run for page in pages for run in page]
+        pages = await asyncio.gather(*(one(start, shards) for start, shards in groups_of(since, until)))
+        starts_ms = {shard: epoch_ms(start) for shard, start in since.items()}
+        return [run for page in pages for run in page if run.fire_at_ms >= starts_ms[run.shard]]
 
     async def extend(self) -> None:
         """Read the minutes between the loaded horizon and the one the clock now allows."""
@@ -108,3 +115,20 @@ class Horizon:
             metrics.rescan_found.inc(found)
             log.warning("rescan found %d runs that neither the preload nor the near-term topic delivered", found)
         return found
+
+
+def groups_of(since: dict[int, datetime], until: datetime) -> list[tuple[datetime, list[int]]]:
+    """The reads of a scan: (start, up to `SHARDS_PER_READ` shards) for the shards whose `since` falls in the same
+    minute, from the earliest of them (the others' rows before their own `since` are one minute's at most, and
+    dropped by `Horizon.read`); shards with nothing before `until` are left out."""
+    by_minute: dict[datetime, list[int]] = {}
+    for shard, start in since.items():
+        if start < until:
+            by_minute.setdefault(start.replace(second=0, microsecond=0), []).append(shard)
+    groups = []
+    for _, shards in sorted(by_minute.items()):
+        ordered = sorted(shards)
+        for first in range(0, len(ordered), SHARDS_PER_READ):
+            group = ordered[first : first + SHARDS_PER_READ]
+            groups.append((min(since[shard] for shard in group), group))
+    return groups

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from dispatcher.engine import Dispatcher
 from dispatcher.membership import Membership
 from dispatcher.nearfeed import NearFeed
+from tickwheel import heap
 from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
 from tickwheel.coordination.zookeeper import ZooKeeper
 from tickwheel.health import HealthServer
@@ -105,6 +106,7 @@ def advertised_host(bind_host: str) -> str:
 async def serve(settings: Settings) -> None:
     """Run until SIGTERM or SIGINT, then hand the shards over before exiting (a rolling restart)."""
     running = await start(settings)
+    heap.settle_after_start()
     leave = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

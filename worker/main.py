@@ -19,6 +19,7 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schemas.messages import LANES, Lane
+from tickwheel import heap
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.egress import EgressPolicy
@@ -158,6 +159,7 @@ async def serve(settings: Settings) -> None:
     runner = web.AppRunner(health_app(worker), access_log=None, handle_signals=False)
     await runner.setup()
     await web.TCPSite(runner, settings.worker.host, settings.worker.port).start()
+    heap.settle_after_start()
     try:
         await stopping.wait()
         log.info("worker %s stopping", worker.id)

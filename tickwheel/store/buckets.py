@@ -1,15 +1,18 @@
-"""Reading `runs_by_bucket`: one (minute bucket, shard) partition at a time, paged, between two instants.
+"""Reading `runs_by_bucket`: one (minute bucket, shard) partition, or a group of shards of one minute bucket in
+one `shard IN ?` read (the dispatchers' scans), paged, between two instants.
 
 Rows come back as `schemas.messages.DueRun` (the shape firing needs), so callers never see driver rows.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from datetime import datetime, timedelta
 
 from schemas.messages import DueRun, RunKind
+from tickwheel import metrics
 from tickwheel.core.instants import epoch_ms, from_epoch_ms, whole_ms
+from tickwheel.errors import Unavailable
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import NewRun, Row
 from tickwheel.store.times import bound, read_at
@@ -19,6 +22,11 @@ SELECT_RANGE = (
     "SELECT fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms,"
     " recurring"
     " FROM runs_by_bucket WHERE bucket = ? AND shard = ? AND fire_at >= ? AND fire_at < ?"
+)
+SELECT_SHARDS = (
+    "SELECT shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms,"
+    " recurring"
+    " FROM runs_by_bucket WHERE bucket = ? AND shard IN ? AND fire_at >= ? AND fire_at < ?"
 )
 COUNT_SHARDS = "SELECT COUNT(*) AS n FROM runs_by_bucket WHERE bucket = ? AND shard IN ?"
 
@@ -105,6 +113,35 @@ async def read_range(
         async for page in read_partition(store, bucket, shard, since, until, page_size=page_size):
             found.extend(page)
     return found
+
+
+async def read_shards(
+    store: CassandraStore, shards: Collection[int], since: datetime, until: datetime, *, page_size: int = 1000
+) -> list[DueRun]:
+    """Every row of `shards` with since <= fire_at < until: one `shard IN ?` read (paged) per minute bucket for
+    the whole group, where `read_range` makes one per shard. Callers keep groups small (a few dozen shards): the
+    coordinator of the read waits for every partition of it."""
+    asked = set(shards)
+    found: list[DueRun] = []
+    for bucket in minutes_between(since, until):
+        params = [bound(bucket), sorted(asked), bound(since), bound(until)]
+        cursor: str | None = None
+        while True:
+            rows, cursor = await store.page(SELECT_SHARDS, params, page_size=page_size, cursor=cursor)
+            found.extend(due_run_of(row, _asked_shard(row, asked)) for row in rows)
+            if cursor is None:
+                break
+    return found
+
+
+def _asked_shard(row: Row, asked: set[int]) -> int:
+    """The row's shard, which must be one the read asked for (`CassandraStore` checks `column = ?` keys only: a
+    crossed answer of another group's read has the same shape)."""
+    shard = int(row["shard"])
+    if shard not in asked:
+        metrics.backend_errors.labels("cassandra").inc()
+        raise Unavailable(f"Cassandra answered a due row of shard {shard}, which was not asked for; try again")
+    return shard
 
 
 def minutes_between(since: datetime, until: datetime) -> list[datetime]:

@@ -11,7 +11,7 @@ write set would expire, the run's retention past its due time, as `runs.kept_s` 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -460,6 +460,10 @@ class MemoryStore:
         low, high = epoch_ms(since), epoch_ms(until)
         rows = self.due_rows.get(shard, {})
         return [rows[key] for key in sorted(rows, key=lambda k: (k[0], str(k[1]), k[2], k[3])) if low <= key[0] < high]
+
+    async def read_shards(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueRun]:
+        """Every due row of each of `shards` with since <= fire_at < until, shard after shard."""
+        return [run for shard in sorted(set(shards)) for run in await self.read_range(shard, since, until)]
 
     async def read_checkpoints(self, shards: Iterable[int]) -> dict[int, Checkpoint]:
         """The checkpoints of `shards` that exist."""

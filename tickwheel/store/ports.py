@@ -9,7 +9,7 @@ token), a job's pointer moves only from the run it names, a checkpoint only unde
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 from typing import Protocol
 
@@ -146,6 +146,10 @@ class DueRowStore(Protocol):
 
     async def read_range(self, shard: int, since: datetime, until: datetime) -> list[DueRun]:
         """Every row of `shard` with since <= fire_at < until."""
+        ...
+
+    async def read_shards(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueRun]:
+        """Every row of each of `shards` (a small group) with since <= fire_at < until, in no particular order."""
         ...
 
 

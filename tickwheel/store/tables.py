@@ -4,7 +4,7 @@ bound to one session. The statements and their order stay in those modules; this
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 
 from schemas.messages import DueRun
@@ -211,6 +211,10 @@ class CassandraTables(SharedDecisions):
     async def read_range(self, shard: int, since: datetime, until: datetime) -> list[DueRun]:
         """`buckets.read_range`."""
         return await buckets.read_range(self.cql, shard, since, until)
+
+    async def read_shards(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueRun]:
+        """`buckets.read_shards`."""
+        return await buckets.read_shards(self.cql, shards, since, until)
 
     async def read_checkpoints(self, shards: Iterable[int]) -> dict[int, Checkpoint]:
         """`checkpoints.read`."""

@@ -65,6 +65,26 @@ async def test_a_run_written_twice_is_written_once_and_fires_at_its_time(ports: 
     assert await due_keys(ports, run) == {(0, "run", epoch_ms(run.fire_at))}
 
 
+async def test_a_group_read_finds_the_rows_of_its_shards_between_its_instants_and_no_others(ports: Both) -> None:
+    _, run = job(soon())
+    since = minute(run.fire_at, 1) + timedelta(seconds=10)  # rows before it in its own minute are not found
+    asked, other = random.sample(range(4096), 2), random.randrange(4096, 8192)
+    rows = {  # name: (shard, fire_at, found)
+        "first": (asked[0], since, True),
+        "next minute": (asked[1], since + timedelta(seconds=61), True),
+        "another shard": (other, since + timedelta(seconds=1), False),
+        "before": (asked[1], since - timedelta(milliseconds=1), False),
+        "at until": (asked[0], since + timedelta(minutes=2), False),
+    }
+    ids = {}
+    for name, (shard, at, _) in rows.items():
+        ids[name] = uuid.uuid4()
+        await ports.write_due_row(dataclasses.replace(run, run_id=ids[name], shard=shard), at, 0, RunKind.RUN)
+    found = await ports.read_shards(asked, since, since + timedelta(minutes=2))
+    mine = {(r.run_id, r.shard, r.fire_at_ms) for r in found if r.run_id in ids.values()}
+    assert mine == {(ids[name], shard, epoch_ms(at)) for name, (shard, at, wanted) in rows.items() if wanted}
+
+
 async def test_writing_a_finished_run_again_never_revives_it(ports: Both) -> None:
     run = await a_run(ports)
     now = datetime.now(UTC)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -15,18 +16,20 @@ import pytest
 
 from dispatcher.checkpointer import Checkpointer
 from dispatcher.fire_loop import Firing
-from dispatcher.horizon import Horizon
+from dispatcher.horizon import SHARDS_PER_READ, Horizon
 from dispatcher.owner import Ownership
 from dispatcher.ownership import LEAVING_TAG, OwnershipChange
 from dispatcher.preload import key_of
 from dispatcher.shards import Clock, ShardState, ShardTable
 from schemas.messages import DueRun, Lane
+from tests.factories import job
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.core.ids import epoch_ms
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
 from tickwheel.store.memory import MemoryStore
+from tickwheel.store.records import RunKind
 
 NOW = datetime(2026, 11, 30, 12, 0, 30, tzinfo=UTC)
 
@@ -142,7 +145,7 @@ async def test_an_acquisition_whose_read_failed_leaves_no_shard_half_owned(
     async def down(*_: Any) -> list[DueRun]:
         raise Unavailable("cassandra down")
 
-    monkeypatch.setattr(parts.store, "read_range", down)
+    monkeypatch.setattr(parts.store, "read_shards", down)
     with pytest.raises(Unavailable):
         await parts.own(1, 2)
     assert parts.table.owned == {}
@@ -167,11 +170,35 @@ async def test_a_horizon_read_that_failed_leaves_the_horizon_where_it_was(
     async def down(*_: Any) -> list[DueRun]:
         raise Unavailable("cassandra down")
 
-    monkeypatch.setattr(parts.store, "read_range", down)
+    monkeypatch.setattr(parts.store, "read_shards", down)
     parts.now += timedelta(minutes=3)
     with pytest.raises(Unavailable):
         await parts.horizon.extend()
     assert parts.table.loaded_until == before  # the next extension reads these minutes again
+
+
+async def test_a_scan_reads_its_shards_in_groups_and_each_shard_only_from_its_own_start(
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, run = job(NOW)
+    shards, late, behind = range(2 * SHARDS_PER_READ + 8), 7, 3 * SHARDS_PER_READ
+    for shard in [*shards, behind]:
+        at = NOW - timedelta(minutes=3) if shard == behind else NOW + timedelta(seconds=5)
+        await parts.store.write_due_row(replace(run, shard=shard, run_id=uuid.uuid4()), at, 0, RunKind.RUN)
+    reads: list[list[int]] = []
+    read_shards = parts.store.read_shards
+
+    async def counted(group: list[int], since: datetime, until: datetime) -> list[DueRun]:
+        reads.append(sorted(group))
+        return await read_shards(group, since, until)
+
+    monkeypatch.setattr(parts.store, "read_shards", counted)
+    until = NOW + timedelta(minutes=1)
+    since = {shard: NOW for shard in shards} | {late: NOW + timedelta(seconds=10), behind: NOW - timedelta(minutes=5)}
+    runs = await parts.horizon.read(since | {999: until}, until)  # 999: nothing before `until`, not read
+    assert sorted(r.shard for r in runs) == sorted([*(s for s in shards if s != late), behind])
+    assert len(reads) == 4  # three groups of this minute's starts (the late shard's in one of them), one behind
+    assert sorted(s for group in reads for s in group) == sorted([*shards, behind])
 
 
 # -- Firing -------------------------------------------------------------------------------------------------------
