@@ -9,7 +9,7 @@ import logging
 import time
 from datetime import datetime, timedelta
 
-from dispatcher.preload import accept_near, loadable_until
+from dispatcher.preload import accept_near, groups_of, loadable_until
 from dispatcher.shards import Clock, ShardTable
 from schemas.messages import DueRun
 from tickwheel import metrics
@@ -21,11 +21,6 @@ from tickwheel.store.ports import DueRowStore
 log = logging.getLogger(__name__)
 
 MINUTE = timedelta(minutes=1)
-# A scan reads its shards in groups, one `shard IN ?` read per group and minute: 1,024 shards are 16 reads, where
-# one read per shard made the idle scans and rescans ~50 reads/s per dispatcher (BENCHMARKS.md "Cost per run,
-# round 4"). A group stays small enough that the read's coordinator, which waits for every partition of it, answers
-# within the request timeout at peak (64 shard-minutes of a 100k-run minute are ~6,000 rows, paged).
-SHARDS_PER_READ = 64
 READS_IN_FLIGHT = 8
 
 
@@ -115,20 +110,3 @@ class Horizon:
             metrics.rescan_found.inc(found)
             log.warning("rescan found %d runs that neither the preload nor the near-term topic delivered", found)
         return found
-
-
-def groups_of(since: dict[int, datetime], until: datetime) -> list[tuple[datetime, list[int]]]:
-    """The reads of a scan: (start, up to `SHARDS_PER_READ` shards) for the shards whose `since` falls in the same
-    minute, from the earliest of them (the others' rows before their own `since` are one minute's at most, and
-    dropped by `Horizon.read`); shards with nothing before `until` are left out."""
-    by_minute: dict[datetime, list[int]] = {}
-    for shard, start in since.items():
-        if start < until:
-            by_minute.setdefault(start.replace(second=0, microsecond=0), []).append(shard)
-    groups = []
-    for _, shards in sorted(by_minute.items()):
-        ordered = sorted(shards)
-        for first in range(0, len(ordered), SHARDS_PER_READ):
-            group = ordered[first : first + SHARDS_PER_READ]
-            groups.append((min(since[shard] for shard in group), group))
-    return groups

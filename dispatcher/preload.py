@@ -1,5 +1,6 @@
-"""Pure preload decisions: how far the loaded horizon reaches, which near-term announcements to take, and where
-each row goes in the wheel (spread inside its delay tolerance when its second is over capacity)."""
+"""Pure preload decisions: how far the loaded horizon reaches, how a scan groups its shards into reads, which
+near-term announcements to take, and where each row goes in the wheel (spread inside its delay tolerance when its
+second is over capacity)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,12 @@ from schemas.messages import DueRun
 from tickwheel.core.peaks import spread_fire_ms
 
 Key = tuple[uuid.UUID, int, str, int]
+
+# A scan reads its shards in groups, one `shard IN ?` read per group and minute: 1,024 shards are 16 reads, where
+# one read per shard made the idle scans and rescans ~50 reads/s per dispatcher (BENCHMARKS.md "Cost per run,
+# round 4"). A group stays small enough that the read's coordinator, which waits for every partition of it, answers
+# within the request timeout at peak (64 shard-minutes of a 100k-run minute are ~6,000 rows, paged).
+SHARDS_PER_READ = 64
 
 
 def key_of(run: DueRun) -> Key:
@@ -48,3 +55,20 @@ def plan_inserts(
         fire_ms = spread_fire_ms(run.fire_at_ms, run.tolerance_ms, run.run_id, load, capacity_per_s)
         planned.append((fire_ms, run))
     return planned, added
+
+
+def groups_of(since: dict[int, datetime], until: datetime) -> list[tuple[datetime, list[int]]]:
+    """The reads of a scan: (start, up to `SHARDS_PER_READ` shards) for the shards whose `since` falls in the same
+    minute, from the earliest of them (the others' rows before their own `since` are one minute's at most, and
+    dropped by `dispatcher.horizon.Horizon.read`); shards with nothing before `until` are left out."""
+    by_minute: dict[datetime, list[int]] = {}
+    for shard, start in since.items():
+        if start < until:
+            by_minute.setdefault(start.replace(second=0, microsecond=0), []).append(shard)
+    groups = []
+    for _, shards in sorted(by_minute.items()):
+        ordered = sorted(shards)
+        for first in range(0, len(ordered), SHARDS_PER_READ):
+            group = ordered[first : first + SHARDS_PER_READ]
+            groups.append((min(since[shard] for shard in group), group))
+    return groups

@@ -16,10 +16,10 @@ import pytest
 
 from dispatcher.checkpointer import Checkpointer
 from dispatcher.fire_loop import Firing
-from dispatcher.horizon import SHARDS_PER_READ, Horizon
+from dispatcher.horizon import Horizon
 from dispatcher.owner import Ownership
 from dispatcher.ownership import LEAVING_TAG, OwnershipChange
-from dispatcher.preload import key_of
+from dispatcher.preload import SHARDS_PER_READ, key_of
 from dispatcher.shards import Clock, ShardState, ShardTable
 from schemas.messages import DueRun, Lane
 from tests.factories import job
