@@ -55,8 +55,12 @@ class ThreadCpu:
 
 def snapshot(pid: int) -> dict[str, ThreadCpu]:
     """Every thread of `pid` now, by thread id."""
-    found = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
+    found: dict[str, ThreadCpu] = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:  # not running (a remote server, or it stopped)
+        return found
+    for tid in tids:
         try:
             stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
             status = Path(f"/proc/{pid}/task/{tid}/status").read_text()
