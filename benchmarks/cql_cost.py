@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from benchmarks.peers.harness import cpu_seconds
 from benchmarks.peers.tickwheel_bench import once_job
 from schemas.messages import decode_definition
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.ids import shard_of
 from tickwheel.settings import CassandraSettings
 from tickwheel.store import jobs, runs
@@ -45,7 +46,7 @@ async def one_run(store: CassandraStore, tenant: str) -> None:
     """The seven statements of a keyed once-run delivered at its first attempt (docs/architecture.md)."""
     now = datetime.now(UTC)
     job = new_job(tenant, now + timedelta(seconds=5))
-    run = jobs.run_of(job, now + timedelta(seconds=5))
+    run = jobs.run_of(job, now + timedelta(seconds=5), retention_s=RUN_RETENTION_S)
     job = dataclasses.replace(job, next_run_id=run.run_id)
     await jobs.create_keyed_job(store, job, run, now, "hash")
     await jobs.read_state(store, job.job_id)

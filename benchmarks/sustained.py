@@ -32,6 +32,7 @@ from typing import Any
 from cassandra.cluster import Cluster, Session
 from confluent_kafka import Consumer, TopicPartition
 
+from benchmarks import jvm_profile
 from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted, Workload
 from benchmarks.peers.tickwheel_bench import SERVERS, TickwheelSystem
@@ -56,14 +57,19 @@ class Snapshot:
     cpu_s: dict[str, float] = field(default_factory=dict)
     cql: dict[str, int] = field(default_factory=dict)  # "<view>/<keyspace>.<table>" -> count
     kafka: dict[str, int] = field(default_factory=dict)  # topic -> sum of end offsets
+    # Cassandra's threads (benchmarks.jvm_profile): a snapshot's are per thread id; a difference's are per thread
+    # group, [CPU seconds, context switches] (the request stages' workers summed as "SEP pool")
+    cassandra_threads: dict[str, Any] = field(default_factory=dict)
 
     def minus(self, before: Snapshot) -> Snapshot:
         if any(v < before.cql.get(k, 0) for k, v in self.cql.items()):
             log.warning("a Cassandra counter went down (the server restarted): the Cassandra figures are void")
+        groups = jvm_profile.diff(before.cassandra_threads, self.cassandra_threads)
         return Snapshot(
             {k: round(v - before.cpu_s.get(k, 0.0), 3) for k, v in self.cpu_s.items()},
             {k: v - before.cql.get(k, 0) for k, v in self.cql.items() if v != before.cql.get(k, 0)},
             {k: v - before.kafka.get(k, 0) for k, v in self.kafka.items()},
+            {k: [round(u + s, 3), int(vol + inv)] for k, (u, s, vol, inv, _) in groups.items() if u + s > 0},
         )
 
 
@@ -89,7 +95,9 @@ class Probe:
         for name, pid in self.pids().items():  # extra worker processes (`worker-2`, ...) count as the worker
             tier = "worker" if name.startswith("worker-") else name
             cpu[tier] = cpu.get(tier, 0.0) + harness.cpu_seconds([pid])
-        return Snapshot(cpu, self._cql_counts() | self._driver_counts(), self._kafka_offsets())
+        cassandra = self.pids().get("cassandra")
+        threads = jvm_profile.snapshot(cassandra) if cassandra is not None else {}
+        return Snapshot(cpu, self._cql_counts() | self._driver_counts(), self._kafka_offsets(), threads)
 
     def _driver_counts(self) -> dict[str, int]:
         """CQL requests the platform's processes sent, by kind (`tickwheel_cql_statements_total`, all processes)."""
@@ -147,7 +155,7 @@ class Probe:
                 add("runs_by_job", "job_id = %s", job_id)
                 add("run_attempts", "run_id = %s", run_id)
         sample = [r[0] for r in self._cql.execute(f"SELECT JSON * FROM {self.keyspace}.idempotency_keys LIMIT 200")]
-        out = {t: round(v / max(len(run_ids), 1)) for t, v in sizes.items()}
+        out: dict[str, float] = {t: round(v / max(len(run_ids), 1)) for t, v in sizes.items()}
         out["idempotency_keys"] = round(sum(map(len, sample)) / max(len(sample), 1))
         bucket = [r[0] for r in self._cql.execute(f"SELECT JSON * FROM {self.keyspace}.runs_by_bucket LIMIT 200")]
         out["runs_by_bucket (x2: due row + lease-check row)"] = 2 * round(sum(map(len, bucket)) / max(len(bucket), 1))
@@ -186,10 +194,14 @@ def per_run(delta: Snapshot, runs: int) -> dict[str, Any]:
     """CPU ms, Cassandra operations and Kafka messages per delivered run."""
     if not runs:
         return {}
+    threads = sorted(delta.cassandra_threads.items(), key=lambda kv: -kv[1][0])
     return {
         "cpu_ms": {k: round(1000 * v / runs, 2) for k, v in delta.cpu_s.items()},
         "cql": {k: round(v / runs, 2) for k, v in sorted(delta.cql.items())},
         "kafka": {k: round(v / runs, 2) for k, v in delta.kafka.items()},
+        # where Cassandra's CPU went (its thread groups, the largest first) and its context switches per run
+        "cassandra_threads_ms": {k: round(1000 * cpu / runs, 2) for k, (cpu, _) in threads[:8]},
+        "cassandra_switches": round(sum(n for _, n in delta.cassandra_threads.values()) / runs, 1),
     }
 
 
@@ -201,7 +213,7 @@ async def step(system: ProbedSystem, rate: float, seconds: float, tenants: int, 
     started = datetime.now(UTC)
     result = await harness.run_benchmark(system, workload)
     delta = system.delta or Snapshot()
-    doc = {
+    doc: dict[str, Any] = {
         "rate": rate,
         "seconds": seconds,
         "started": started.isoformat(timespec="seconds"),
@@ -221,6 +233,10 @@ async def step(system: ProbedSystem, rate: float, seconds: float, tenants: int, 
         "| held" if doc["held"] else "| NOT held",
     )
     print("  cpu ms/run:", doc["per_run"].get("cpu_ms"))
+    print(
+        "  cassandra ms/run by thread group:", doc["per_run"].get("cassandra_threads_ms"),
+        "switches/run:", doc["per_run"].get("cassandra_switches"),
+    )  # fmt: skip
     return doc
 
 
@@ -229,7 +245,7 @@ async def idle(probe: Probe, seconds: float) -> dict[str, Any]:
     before = await asyncio.to_thread(probe.snapshot)
     await asyncio.sleep(seconds)
     delta = (await asyncio.to_thread(probe.snapshot)).minus(before)
-    doc = {
+    doc: dict[str, Any] = {
         "idle_s": seconds,
         "loadavg": os.getloadavg(),
         "per_s": per_run(delta, 1)
@@ -237,6 +253,10 @@ async def idle(probe: Probe, seconds: float) -> dict[str, Any]:
             "cpu_ms": {k: round(1000 * v / seconds, 2) for k, v in delta.cpu_s.items()},
             "cql": {k: round(v / seconds, 2) for k, v in sorted(delta.cql.items())},
             "kafka": {k: round(v / seconds, 2) for k, v in delta.kafka.items()},
+            "cassandra_threads_ms": {
+                k: round(1000 * cpu / seconds, 2)
+                for k, (cpu, _) in sorted(delta.cassandra_threads.items(), key=lambda kv: -kv[1][0])[:8]
+            },
         },
     }
     print("idle, per second:", doc["per_s"]["cpu_ms"], "load", doc["loadavg"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -148,6 +149,27 @@ _DEV_PROPERTIES = [
     "-Dcassandra.test.flush_local_schema_changes=false",
 ]
 
+# Cassandra's request stages (native transport, mutations, reads, Paxos) share one pool of workers (SEPWorker): a
+# worker without work "spins" in parkNanos sleeps of 10 us and up before it parks for good, and Linux rounds each
+# such sleep up by the thread's timer slack (50 us by default). At a few hundred statements a second the workers
+# woke ~35 times per statement, a third of the pool's CPU in the kernel (BENCHMARKS.md "Cost per run, round 5").
+# A slack of 1 ms makes each spin sleep last ~1 ms: the same work with a sixth of the wake-ups. Wake-ups by a
+# producer (unpark) are not delayed; a task that finds a worker spinning waits for that worker's sleep to end,
+# so a statement's latency grows by up to ~1 ms per stage it crosses. Timer slack is inherited by every thread
+# and kept across exec: the JVM is started through a one-line launcher that sets it (prctl PR_SET_TIMERSLACK).
+TIMER_SLACK_NS = 1_000_000
+_PR_SET_TIMERSLACK = 29
+_WITH_TIMER_SLACK = (
+    "import ctypes, os, sys; "
+    f"ctypes.CDLL(None).prctl({_PR_SET_TIMERSLACK}, int(sys.argv[1]), 0, 0, 0); "
+    "os.execv(sys.argv[2], sys.argv[2:])"
+)
+
+
+def with_timer_slack(argv: list[str], slack_ns: int = TIMER_SLACK_NS) -> list[str]:
+    """`argv` started with this timer slack (Linux; the slack of every thread it makes)."""
+    return [sys.executable, "-c", _WITH_TIMER_SLACK, str(slack_ns), *argv]
+
 
 def prepare(stack_dir: Path, name: str = NAME, yaml: str = _YAML) -> None:
     ensure_maven_jars(stack_dir, NAME)
@@ -163,24 +185,26 @@ def command(stack_dir: Path, name: str = NAME, heap: str = HEAP) -> list[str]:
     home = server_dir(stack_dir, name).resolve()
     jamm = sorted(lib.glob("jamm-*.jar"))
     agent = [f"-javaagent:{jamm[0].resolve()}"] if jamm else []
-    return [
-        java_bin(),
-        "-cp",
-        f"{lib.resolve()}/*",
-        f"-Xms{heap}",
-        f"-Xmx{heap}",
-        *_JVM,
-        *agent,
-        *_JPMS,
-        *_DEV_PROPERTIES,
-        f"-Djava.io.tmpdir={home / 'tmp'}",
-        f"-Dcassandra.config=file://{home / 'conf' / 'cassandra.yaml'}",
-        f"-Dcassandra.storagedir={home / 'data'}",
-        f"-Dcassandra.logdir={home / 'logs'}",
-        f"-Dcassandra.triggers_dir={home / 'triggers'}",
-        f"-Dlogback.configurationFile={home / 'conf' / 'logback.xml'}",
-        "org.apache.cassandra.service.CassandraDaemon",
-    ]
+    return with_timer_slack(
+        [
+            java_bin(),
+            "-cp",
+            f"{lib.resolve()}/*",
+            f"-Xms{heap}",
+            f"-Xmx{heap}",
+            *_JVM,
+            *agent,
+            *_JPMS,
+            *_DEV_PROPERTIES,
+            f"-Djava.io.tmpdir={home / 'tmp'}",
+            f"-Dcassandra.config=file://{home / 'conf' / 'cassandra.yaml'}",
+            f"-Dcassandra.storagedir={home / 'data'}",
+            f"-Dcassandra.logdir={home / 'logs'}",
+            f"-Dcassandra.triggers_dir={home / 'triggers'}",
+            f"-Dlogback.configurationFile={home / 'conf' / 'logback.xml'}",
+            "org.apache.cassandra.service.CassandraDaemon",
+        ]
+    )
 
 
 def probe(endpoint: str, ring: int = 1) -> str:
