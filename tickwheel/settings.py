@@ -104,7 +104,12 @@ class DispatcherSettings:
     # One LWT per moved shard per write: 1024 shards every 10 s were ~100 LWT/s on an idle box. A new owner reads
     # from the checkpoint minus resume_grace_s (120 s) anyway, so a coarser mark costs only a longer re-read.
     checkpoint_step_s: float = 60.0
-    liveness_interval_s: float = 1.0
+    # How often the member znode is confirmed, and how old the last confirmation may be for the dispatcher to fire:
+    # a stopped process that resumes fires nothing until it has confirmed again. Shorter than the coordinator's
+    # member_silent_evict_s minus member_probe_timeout_s (tickwheel/core/liveness.py `window_is_safe`), so a
+    # dispatcher evicted for silence has stopped firing before its shards move.
+    liveness_interval_s: float = 0.5
+    alive_window_s: float = 1.5
     missed_after_s: float = 60.0
     overlap_recheck_s: float = 5.0
     handover_timeout_s: float = 20.0
@@ -152,6 +157,11 @@ class CoordinatorSettings:
     far_move_interval_s: float = 300.0
     far_lookback_days: int = 7
     member_probe_interval_s: float = 0.5
+    member_probe_timeout_s: float = 1.0  # one probe's connect and /healthz answer together
+    # A member whose health port accepts but does not answer this long is stopped (SIGSTOP): evicted like a refusing
+    # one. A GC pause or a starved box delays the dispatcher's health thread by far less; an eviction that was not
+    # needed costs a re-registration and a re-fire that claims make harmless.
+    member_silent_evict_s: float = 3.0
     reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
     reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
     reconcile_pages_per_pass: int = 20  # pages of sweep_page_size jobs one pass reads; the next pass resumes there
