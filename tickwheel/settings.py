@@ -138,6 +138,12 @@ class WorkerSettings:
     breaker_open_s: float = 30.0
     shutdown_grace_s: float = 20.0
     commit_interval_s: float = 1.0
+    # The lane consumers' Kafka group session: a worker that dies (SIGKILL) holds its lane partitions this long
+    # before the group hands them to the others, and the runs fired onto them wait (the soak's "SIGKILL worker"
+    # window: p99 9.8 s at 10 s). Raised to the brokers' group.min.session.timeout.ms when they accept no less
+    # (Kafka's default is 6 s; the local stack's brokers accept 2 s). librdkafka heartbeats from its own thread, so
+    # a busy event loop does not end the session.
+    group_session_s: float = 3.0
     # Runs a lane reads beyond its free slots into its per-tenant fair-share queue (worker/consumer.py); the
     # deeper, the larger a backlog a small tenant's runs can overtake. 0: no fair share, runs start in arrival order.
     fair_share_readahead: int = 20_000

@@ -57,6 +57,7 @@ transaction.state.log.num.partitions=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=2000
 log.flush.interval.messages=9223372036854775807
 log.cleaner.dedupe.buffer.size=16777216
 auto.create.topics.enable=false
