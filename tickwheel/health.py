@@ -100,7 +100,11 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path == "/healthz":
             self._send(200, b'{"status": "ok"}', "application/json")
         elif self.path == "/readyz":
-            if self.is_ready():
+            try:
+                ready = self.is_ready()
+            except Exception:  # read from another thread mid-change: ask again at the next probe
+                ready = False
+            if ready:
                 self._send(200, b'{"status": "ready"}', "application/json")
             else:
                 self._send(503, b'{"status": "not ready"}', "application/json", {"Retry-After": "1"})
