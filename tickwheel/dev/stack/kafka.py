@@ -132,7 +132,7 @@ def _prepare(stack_dir: Path, name: str, properties: str, cluster_id: str, quoru
     if (data / "meta.properties").exists():
         return
     argv = _java(
-        stack_dir, name, NODE_HEAP, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+        stack_dir, name, NODE_HEAP, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props),
         *quorum, "--ignore-formatted",
     )  # fmt: skip
     result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -142,6 +142,8 @@ def _prepare(stack_dir: Path, name: str, properties: str, cluster_id: str, quoru
 
 
 def _new_cluster_id() -> str:
+    """A random id (Kafka's own form); one in 64 starts with `-`, which `format -t ID` read as an option (a stack
+    that failed to start): it is passed as `--cluster-id=ID`."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
