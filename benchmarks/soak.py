@@ -602,7 +602,7 @@ async def soak(args: argparse.Namespace, base: Settings | None = None) -> list[W
         waited_s = await wait_platform_ready(procs, settings.shards)
         print(f"every shard owned and read {waited_s:.1f} s after every process first answered", flush=True)
         began = time.monotonic()
-        rounds = await wait_warm(load)
+        rounds = await wait_warm(load, rounds=getattr(args, "canary_rounds", 3))
         print(
             f"platform ready and warm ({rounds} canary rounds, {time.monotonic() - began:.0f} s); "
             f"faults in order: {', '.join(faults)}; load average {loadavg()}",
@@ -707,6 +707,9 @@ def main() -> int:
     parser.add_argument("--settle-s", type=float, default=20.0, help="a window lasts this long after the heal")
     parser.add_argument("--down-s", type=float, default=20.0, help="how long a server stays stopped")
     parser.add_argument("--drain-s", type=float, default=60.0, help="wait after the last due run before checking")
+    parser.add_argument(
+        "--canary-rounds", type=int, default=3, help="canary rounds in a row called within 1 s before the load starts"
+    )
     parser.add_argument("--out", help="also write the report here")
     parser.add_argument("--history", help="write every expected run, call, window, request and final status here")
     args = parser.parse_args()
