@@ -108,8 +108,8 @@ class DispatcherSettings:
     # a stopped process that resumes fires nothing until it has confirmed again. Shorter than the coordinator's
     # member_silent_evict_s minus member_probe_timeout_s (tickwheel/core/liveness.py `window_is_safe`), so a
     # dispatcher evicted for silence has stopped firing before its shards move.
-    liveness_interval_s: float = 0.5
-    alive_window_s: float = 1.5
+    liveness_interval_s: float = 0.25
+    alive_window_s: float = 1.0
     missed_after_s: float = 60.0
     overlap_recheck_s: float = 5.0
     handover_timeout_s: float = 20.0
@@ -163,11 +163,13 @@ class CoordinatorSettings:
     far_move_interval_s: float = 300.0
     far_lookback_days: int = 7
     member_probe_interval_s: float = 0.5
-    member_probe_timeout_s: float = 1.0  # one probe's connect and /healthz answer together
-    # A member whose health port accepts but does not answer this long is stopped (SIGSTOP): evicted like a refusing
-    # one. A GC pause or a starved box delays the dispatcher's health thread by far less; an eviction that was not
-    # needed costs a re-registration and a re-fire that claims make harmless.
-    member_silent_evict_s: float = 3.0
+    member_probe_timeout_s: float = 0.5  # one probe's connect and /healthz answer together (a thread answers)
+    # A member whose health port accepts but does not answer this long (four probes in a row) is stopped (SIGSTOP):
+    # evicted like a refusing one. Its shards then wait this long plus the takeover (~2-3 s in the soak), so it is
+    # short; a GC pause or a starved box delays the dispatcher's health thread (a thread of its own, answering in
+    # milliseconds) by far less, and an eviction that was not needed costs a re-registration and re-fires that
+    # claims make harmless.
+    member_silent_evict_s: float = 2.0
     reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
     reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
     reconcile_pages_per_pass: int = 20  # pages of sweep_page_size jobs one pass reads; the next pass resumes there

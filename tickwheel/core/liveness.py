@@ -43,9 +43,9 @@ class Probe:
 class EvictionPolicy:
     refusals: int = 2
     """Refusals in a row that evict."""
-    silent_s: float = 3.0
+    silent_s: float = 2.0
     """Silence that evicts: from the first unanswered probe (or the last answer, if later) to a probe's end."""
-    timeout_s: float = 1.0
+    timeout_s: float = 0.5
     """How long a probe waits for the connect and the answer together."""
     stall_slack_s: float = 1.0
     """A probe that took this much longer than its timeout measured the prober's own stall (a paused or starved

@@ -87,3 +87,13 @@ def test_a_dispatcher_fires_only_within_its_alive_window() -> None:
     assert alive_within(1.4, 1.5)
     assert not alive_within(1.5, 1.5)
     assert not alive_within(15.0, 1.5)  # resumed after a SIGSTOP: confirm again first
+
+
+def test_the_default_settings_keep_the_alive_window_inside_the_silence() -> None:
+    from tickwheel.settings import Settings
+
+    cfg = Settings().coordinator
+    policy = EvictionPolicy(silent_s=cfg.member_silent_evict_s, timeout_s=cfg.member_probe_timeout_s)
+    assert window_is_safe(Settings().dispatcher.alive_window_s, policy)
+    # and the eviction needs several probes in a row: one slow answer never evicts
+    assert cfg.member_silent_evict_s >= 3 * max(cfg.member_probe_interval_s, cfg.member_probe_timeout_s)
