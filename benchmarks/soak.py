@@ -41,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
@@ -123,6 +124,53 @@ class Proc:
         except subprocess.TimeoutExpired:
             self.popen.kill()
             await asyncio.to_thread(self.popen.wait)
+
+
+def owned_shards(port: int) -> int:
+    """The shards a dispatcher owns, from its /metrics (`tickwheel_owned_shards`); 0 if it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            text = answer.read().decode()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        if line.startswith("tickwheel_owned_shards "):
+            return int(float(line.split()[1]))
+    return 0
+
+
+async def wait_warm(load: Load, rounds: int = 3, max_lag_s: float = 1.0, timeout_s: float = 300.0) -> int:
+    """Canary rounds until `rounds` in a row are all called within `max_lag_s` of their due time; returns the rounds
+    run. Ready processes on a fresh cluster still start slowly (Cassandra's JIT and caches are cold: LWTs timed out
+    for a minute after the first acquisition); the soak measures the platform once warm and reports how long this
+    took. The canary's requests are not counted as the load's."""
+    deadline, run, passed = time.monotonic() + timeout_s, 0, 0
+    while passed < rounds:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the platform did not warm up within {timeout_s:.0f} s ({run} canary rounds)")
+        lag = await load.canary_round()
+        run += 1
+        passed = passed + 1 if lag is not None and lag <= max_lag_s else 0
+    load.requests.clear()
+    return run
+
+
+async def wait_platform_ready(procs: dict[str, Proc], shards: int, timeout_s: float = 300.0) -> float:
+    """Until every process answers /readyz in the same pass and the dispatchers' shards add up to all of them;
+    returns the seconds waited. A dispatcher is ready once it has read the horizon of every shard it owns: on a
+    freshly started cluster that took 30-70 s after it first answered, and the runs due meanwhile were called
+    20-40 s late (run 5's steady p99 of 29.8 s came from the first 20 s of load)."""
+    began = time.monotonic()
+    dispatchers = [p for p in procs.values() if p.kind == "dispatcher"]
+    while True:
+        answers = await asyncio.gather(*(asyncio.to_thread(ready, p.port) for p in procs.values()))
+        if all(answers):
+            owned = await asyncio.gather(*(asyncio.to_thread(owned_shards, p.port) for p in dispatchers))
+            if sum(owned) == shards and all(owned):
+                return time.monotonic() - began
+        if time.monotonic() - began > timeout_s:
+            raise RuntimeError(f"the platform was not ready within {timeout_s:.0f} s")
+        await asyncio.sleep(0.5)
 
 
 def soak_settings(base: Settings, tag: str) -> Settings:
@@ -257,6 +305,27 @@ class Load:
         if self.expected:
             tenant = self.tenants[0]
             await self.call("GET", "/v1/jobs?limit=1", tenant, tries=1)
+
+    async def canary_round(self, count: int = 5, lead_s: float = 2.0, wait_s: float = 15.0) -> float | None:
+        """One round of the canary: `count` one-off runs due `lead_s` ahead, created through the API and sent to
+        the sink (path /canary/..., left out of the history); the worst start lag, or None if one was not called
+        within `wait_s` of its due time."""
+        tag = uuid.uuid4().hex[:8]
+        due: dict[str, float] = {}
+        for i in range(count):
+            tenant = self.tenants[i % len(self.tenants)]
+            body = self.once(self.http_target(f"/canary/{tag}"), lead_s)
+            status, job = await self.call("POST", "/v1/jobs", tenant, body)
+            if status != 201:
+                return None
+            due[job["next_run_id"]] = datetime.fromisoformat(job["next_run_at"]).timestamp()
+        deadline = max(due.values()) + wait_s
+        while time.time() < deadline:
+            called = {c.header(RUN_ID_HEADER): c.received_at for c in self.sink.arrivals if c.path == f"/canary/{tag}"}
+            if set(due) <= set(called):
+                return max(called[r] - at for r, at in due.items())
+            await asyncio.sleep(0.2)
+        return None
 
     async def start_crons(self) -> None:
         for i, zone in enumerate(CRON_ZONES):
@@ -444,7 +513,7 @@ def sink_calls(sink: Sink) -> list[Call]:
     for c in sink.calls:
         run_id = c.header(RUN_ID_HEADER)
         parts = c.path.split("/")
-        if run_id is None or len(parts) < 3:
+        if run_id is None or len(parts) < 3 or parts[1] == "canary":
             continue
         status = c.status if c.status is not None else 0
         calls.append(Call(uuid.UUID(run_id), parts[2], utc(c.received_at), status, signature_valid=True))
@@ -530,7 +599,15 @@ async def soak(args: argparse.Namespace, base: Settings | None = None) -> list[W
             proc.start()
         for proc in procs.values():
             await proc.wait_ready()
-        print(f"platform ready; faults in order: {', '.join(faults)}; load average {loadavg()}", flush=True)
+        waited_s = await wait_platform_ready(procs, settings.shards)
+        print(f"every shard owned and read {waited_s:.1f} s after every process first answered", flush=True)
+        began = time.monotonic()
+        rounds = await wait_warm(load, rounds=getattr(args, "canary_rounds", 3))
+        print(
+            f"platform ready and warm ({rounds} canary rounds, {time.monotonic() - began:.0f} s); "
+            f"faults in order: {', '.join(faults)}; load average {loadavg()}",
+            flush=True,
+        )
         started = datetime.now(UTC)
         until = time.monotonic() + args.minutes * 60
         await load.start_crons()
@@ -630,6 +707,9 @@ def main() -> int:
     parser.add_argument("--settle-s", type=float, default=20.0, help="a window lasts this long after the heal")
     parser.add_argument("--down-s", type=float, default=20.0, help="how long a server stays stopped")
     parser.add_argument("--drain-s", type=float, default=60.0, help="wait after the last due run before checking")
+    parser.add_argument(
+        "--canary-rounds", type=int, default=3, help="canary rounds in a row called within 1 s before the load starts"
+    )
     parser.add_argument("--out", help="also write the report here")
     parser.add_argument("--history", help="write every expected run, call, window, request and final status here")
     args = parser.parse_args()

@@ -1,9 +1,12 @@
-"""Noticing a dead dispatcher before ZooKeeper does. A killed process keeps its member znode until its session
-times out (10 s, plus ZooKeeper's tick), and its shards fire nowhere meanwhile. The active coordinator therefore
-connects to every member's health port (advertised in its znode) every `member_probe_interval_s`: a port that
-refuses twice in a row has no process behind it, so the member znode is deleted and the shards reassigned at
-once. Only a refusal counts; a timeout or an unreachable network proves nothing and waits for the session.
-An evicted dispatcher that was in fact alive sees its znode gone, stops firing and registers again."""
+"""Noticing a dead or stopped dispatcher before ZooKeeper does. A killed process keeps its member znode until its
+session times out (10 s, plus ZooKeeper's tick), a stopped one (SIGSTOP, a frozen VM) keeps it for as long as the
+stop plus the session; its shards fire nowhere meanwhile. The active coordinator therefore asks every member's
+health port (advertised in its znode, served by a thread of the dispatcher's own) for /healthz every
+`member_probe_interval_s`: a port that refuses twice in a row has no process behind it, one that accepts but does
+not answer for `member_silent_evict_s` has a stopped process behind it; either way the member znode is deleted and
+the shards reassigned at once. The decisions are `tickwheel.core.liveness`'s; an unreachable network proves nothing
+and waits for the session. An evicted dispatcher that was in fact alive sees its znode gone, stops firing and
+registers again; one that was stopped had stopped firing on its own (`alive_window_s`) before it was evicted."""
 
 from __future__ import annotations
 
@@ -14,54 +17,60 @@ import logging
 from schemas.messages import decode_member
 from tickwheel import metrics
 from tickwheel.coordination.zookeeper import NoNodeError, ZooKeeper
+from tickwheel.core.liveness import Answer, EvictionPolicy, MemberRecord, Probe, observe, reading
 
 log = logging.getLogger(__name__)
 
 MEMBERS = "/dispatchers/members"
-REFUSALS_TO_EVICT = 2
-CONNECT_TIMEOUT_S = 1.0
+REQUEST = b"GET /healthz HTTP/1.0\r\nHost: tickwheel\r\n\r\n"
 
 
 class Strikes:
-    """Consecutive refusals per member; `observe` says when a member is to be evicted."""
+    """Each member's record of probes; `observe` says when a member is to be evicted."""
 
-    def __init__(self, needed: int = REFUSALS_TO_EVICT) -> None:
-        self.needed = needed
-        self._count: dict[str, int] = {}
+    def __init__(self, policy: EvictionPolicy | None = None) -> None:
+        self.policy = policy or EvictionPolicy()
+        self._records: dict[str, MemberRecord] = {}
 
-    def observe(self, member: str, refused: bool | None) -> bool:
-        """`refused`: True (nothing listens), False (it answered), None (unknown: timed out, unreachable)."""
-        if refused is False:
-            self._count.pop(member, None)
-        elif refused:
-            self._count[member] = self._count.get(member, 0) + 1
-        return self._count.get(member, 0) >= self.needed
+    def observe(self, member: str, probe: Probe) -> bool:
+        record, evict = observe(self._records.get(member, MemberRecord()), probe, self.policy)
+        self._records[member] = record
+        return evict
 
     def keep_only(self, members: set[str]) -> None:
-        for gone in set(self._count) - members:
-            del self._count[gone]
+        for gone in set(self._records) - members:
+            del self._records[gone]
 
 
-async def refuses(host: str, port: int, timeout_s: float = CONNECT_TIMEOUT_S) -> bool | None:
-    """Whether a TCP connect to host:port is refused (None when it neither connects nor is refused in time)."""
+async def ask(host: str, port: int, timeout_s: float) -> Answer:
+    """Connect to host:port and ask for /healthz; REFUSED, ANSWERED, SILENT (no answer within `timeout_s`, the
+    connect included) or UNKNOWN (an unreachable network, a connection reset or closed without an answer)."""
+    writer: asyncio.StreamWriter | None = None
     try:
-        _, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout_s)
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_connection(host, port)
+            writer.write(REQUEST)
+            line = await reader.readline()
+        return Answer.ANSWERED if line.startswith(b"HTTP/") else Answer.UNKNOWN
     except ConnectionRefusedError:
-        return True
-    except (TimeoutError, OSError):
-        return None
-    writer.close()
-    with contextlib.suppress(Exception):
-        await writer.wait_closed()
-    return False
+        return Answer.REFUSED
+    except TimeoutError:
+        return Answer.SILENT
+    except OSError:
+        return Answer.UNKNOWN
+    finally:
+        if writer is not None:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
 
 
 class MemberProbe:
-    """Probes the members' health ports and evicts the dead (deletes their member znodes)."""
+    """Probes the members' health ports and evicts the dead and the stopped (deletes their member znodes)."""
 
-    def __init__(self, zk: ZooKeeper) -> None:
+    def __init__(self, zk: ZooKeeper, policy: EvictionPolicy | None = None) -> None:
         self.zk = zk
-        self.strikes = Strikes()
+        self.strikes = Strikes(policy)
         self._addresses: dict[str, tuple[str, int] | None] = {}
 
     async def sweep(self, members: list[str]) -> list[str]:
@@ -70,15 +79,21 @@ class MemberProbe:
         self.strikes.keep_only(live)
         for gone in set(self._addresses) - live:
             del self._addresses[gone]
-        results = await asyncio.gather(*(self._probe(m) for m in members))
-        evicted = [m for m, refused in zip(members, results, strict=True) if self.strikes.observe(m, refused)]
-        for member in evicted:
-            await self._evict(member)
+        probes = await asyncio.gather(*(self._probe(m) for m in members))
+        evicted = [m for m, p in zip(members, probes, strict=True) if p is not None and self.strikes.observe(m, p)]
+        for member, probe in zip(members, probes, strict=True):
+            if member in evicted and probe is not None:
+                await self._evict(member, reading(probe, self.strikes.policy))
         return evicted
 
-    async def _probe(self, member: str) -> bool | None:
+    async def _probe(self, member: str) -> Probe | None:
         address = await self._address(member)
-        return None if address is None else await refuses(*address)
+        if address is None:
+            return None
+        loop = asyncio.get_running_loop()
+        sent = loop.time()
+        answer = await ask(*address, self.strikes.policy.timeout_s)
+        return Probe(answer, sent, loop.time())
 
     async def _address(self, member: str) -> tuple[str, int] | None:
         if member not in self._addresses:
@@ -90,9 +105,17 @@ class MemberProbe:
             self._addresses[member] = (info.host, info.port) if info and info.host and info.port else None
         return self._addresses[member]
 
-    async def _evict(self, member: str) -> None:
-        log.warning("dispatcher member %s refuses connections: its process is gone; evicting it", member)
-        metrics.members_evicted.inc()
+    async def _evict(self, member: str, answer: Answer) -> None:
+        if answer is Answer.REFUSED:
+            log.warning("dispatcher member %s refuses connections: its process is gone; evicting it", member)
+        else:
+            log.warning(
+                "dispatcher member %s has not answered for %.1f s: its process is stopped; evicting it",
+                member,
+                self.strikes.policy.silent_s,
+            )
+        metrics.members_evicted.labels(reason=answer.value).inc()
         with contextlib.suppress(NoNodeError):
             await self.zk.call("delete", f"{MEMBERS}/{member}")
-        self.strikes.keep_only(set())
+        self._addresses.pop(member, None)
+        self.strikes.keep_only(set(self._addresses))

@@ -26,6 +26,7 @@ from tickwheel import heap, metrics
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.coordination.zookeeper import NodeExistsError, NoNodeError, SessionState, ZooKeeper
+from tickwheel.core.liveness import EvictionPolicy
 from tickwheel.core.reconcile import Finding
 from tickwheel.health import HealthServer
 from tickwheel.settings import Settings
@@ -68,7 +69,10 @@ class Coordinator:
         self.forecast: list[int] = []
         self._members: list[str] | None = None
         self._leaving: set[str] = set()
-        self.probe = MemberProbe(zk)
+        cfg = settings.coordinator
+        self.probe = MemberProbe(
+            zk, EvictionPolicy(silent_s=cfg.member_silent_evict_s, timeout_s=cfg.member_probe_timeout_s)
+        )
         self._changed = asyncio.Event()
         self._leader_gone = asyncio.Event()
         self._watching = False
@@ -90,7 +94,8 @@ class Coordinator:
         cfg = self.settings.coordinator
         self._spawn(self._every_while_leading(cfg.sweep_interval_s, self._sweep, "sweep"))
         self._spawn(self._every_while_leading(cfg.reconcile_interval_s, self._reconcile, "reconciling"))
-        self._spawn(self._every_while_leading(cfg.member_probe_interval_s, self._probe, "probing the dispatchers"))
+        probing = "probing the dispatchers"
+        self._spawn(self._every_while_leading(cfg.member_probe_interval_s, self._probe, probing, from_start=True))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -207,11 +212,17 @@ class Coordinator:
         return new
 
     # -- sweeper and forecast -------------------------------------------------------------------------------
-    async def _every_while_leading(self, interval_s: float, step: Callable[[], Awaitable[object]], what: str) -> None:
+    async def _every_while_leading(
+        self, interval_s: float, step: Callable[[], Awaitable[object]], what: str, *, from_start: bool = False
+    ) -> None:
         """Every `interval_s`, while this coordinator leads, run `step`; a failure is logged and the next interval
-        tries again (the sweep, the reconciliation and the member probe: each is safe to repeat)."""
+        tries again (the sweep, the reconciliation and the member probe: each is safe to repeat). `from_start`:
+        the interval runs from one step's start to the next (the probe, whose silent steps last its timeout)."""
+        loop = asyncio.get_running_loop()
+        began = loop.time()
         while True:
-            await asyncio.sleep(interval_s)
+            await asyncio.sleep(max(0.0, began + interval_s - loop.time()) if from_start else interval_s)
+            began = loop.time()
             if self.leader:
                 try:
                     await step()

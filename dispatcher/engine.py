@@ -19,7 +19,7 @@ from dispatcher.checkpointer import Checkpointer
 from dispatcher.fire_loop import Firing
 from dispatcher.horizon import Horizon
 from dispatcher.owner import Ownership
-from dispatcher.ownership import OwnershipChange
+from dispatcher.ownership import OwnershipChange, plan_ownership
 from dispatcher.shards import Clock, ShardState, ShardTable
 from schemas.messages import ShardAssignment
 from tickwheel.bus.ports import NearTermFeed, Publisher
@@ -96,8 +96,16 @@ class Dispatcher:
                 log.error("dispatcher task %s ended with an error", task.get_name(), exc_info=outcome)
 
     def ready(self) -> bool:
-        """Registered and allowed to fire (the health probe)."""
-        return self.ownership.member is not None and self.ownership.can_fire()
+        """Registered, allowed to fire, the assignment it holds applied and the horizon of every shard it owns read
+        (the readiness probe; called from the health thread, so it only reads, from snapshots). A starting
+        dispatcher answers /healthz at once but is ready only once it fires everything it owns: on a freshly
+        started cluster the first acquisition took 30-70 s, and runs due meanwhile went out that late."""
+        ownership = self.ownership
+        if ownership.member is None or not ownership.can_fire():
+            return False
+        owned = dict(self.table.owned)
+        change = plan_ownership(frozenset(owned), ownership.assignment, ownership.member)
+        return not (change.added or change.removed) and all(state.scanned for state in owned.values())
 
     # -- what membership tells the engine -------------------------------------------------------------------
     def set_member(self, member: str | None) -> None:

@@ -18,7 +18,9 @@ from dispatcher.nearfeed import NearFeed
 from tickwheel import heap
 from tickwheel.bus.kafka import KafkaConsumer, KafkaProducer
 from tickwheel.coordination.zookeeper import ZooKeeper
-from tickwheel.health import HealthServer
+from tickwheel.core.liveness import EvictionPolicy, window_is_safe
+from tickwheel.errors import SettingsError
+from tickwheel.health import ThreadedHealthServer
 from tickwheel.settings import Settings
 from tickwheel.store import buckets, checkpoints, far, jobs, run_history, runs
 from tickwheel.store.cassandra import CassandraStore, statements_of
@@ -37,7 +39,7 @@ class Running:
     store: CassandraStore
     producer: KafkaProducer
     near: NearFeed
-    health: HealthServer
+    health: ThreadedHealthServer
     own_store: bool
     stopped: bool = False
 
@@ -76,6 +78,7 @@ async def start(
 ) -> Running:
     """Connect, register and start firing; returns the handle to stop it. `clock` (epoch seconds) is the
     engine's wall clock (tests move it years ahead)."""
+    check_alive_window(settings)
     name = name or f"{socket.gethostname()}-{os.getpid()}"
     own_store = store is None
     store = store or await CassandraStore.connect(settings.cassandra)
@@ -86,7 +89,7 @@ async def start(
     engine = Dispatcher(settings, CassandraTables(store), producer, near, name=name, clock=clock)
     zk = ZooKeeper(settings.zookeeper)
     await zk.start()
-    health = HealthServer(settings.dispatcher.host, settings.dispatcher.port, engine.ready)
+    health = ThreadedHealthServer(settings.dispatcher.host, settings.dispatcher.port, engine.ready)
     await health.start()
     address = (advertised_host(settings.dispatcher.host), health.port)
     membership = Membership(zk, engine, liveness_interval_s=settings.dispatcher.liveness_interval_s, address=address)
@@ -94,6 +97,19 @@ async def start(
     await membership.start()
     log.info("dispatcher %s serving on port %d", name, health.port)
     return Running(engine, membership, zk, store, producer, near, health, own_store)
+
+
+def check_alive_window(settings: Settings) -> None:
+    """Refuse to start with an alive window the coordinator's silence eviction does not outlast: a stopped
+    dispatcher could fire again, on resuming, shards already moved (tickwheel/core/liveness.py)."""
+    cfg = settings.coordinator
+    policy = EvictionPolicy(silent_s=cfg.member_silent_evict_s, timeout_s=cfg.member_probe_timeout_s)
+    if not window_is_safe(settings.dispatcher.alive_window_s, policy):
+        raise SettingsError(
+            f"dispatcher.alive_window_s ({settings.dispatcher.alive_window_s} s) must end before the coordinator "
+            f"evicts a silent member: at most member_silent_evict_s - member_probe_timeout_s - 0.25 s "
+            f"({cfg.member_silent_evict_s} - {cfg.member_probe_timeout_s} - 0.25)"
+        )
 
 
 def advertised_host(bind_host: str) -> str:

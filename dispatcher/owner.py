@@ -72,9 +72,9 @@ class Ownership:
         self.paused = False
 
     def can_fire(self) -> bool:
-        """Connected, registered and alive within the session timeout."""
+        """Connected, registered and its member znode confirmed within `alive_window_s`."""
         since = self.clock.monotonic() - self.last_alive
-        return may_fire(self.session, self.paused, since, self.settings.zookeeper.session_timeout_s)
+        return may_fire(self.session, self.paused, since, self.cfg.alive_window_s)
 
     def drop_all(self) -> None:
         """Forget the member, every shard and the wheel (the session is lost)."""

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta
 
 from schemas.messages import ShardAssignment
 from tickwheel.coordination.zookeeper import SessionState
+from tickwheel.core.liveness import alive_within
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +64,8 @@ def resume_from(
     return (fired_through or now) - timedelta(seconds=grace)
 
 
-def may_fire(state: SessionState, paused: bool, since_alive_s: float, session_timeout_s: float) -> bool:
-    """Fire only on a live session whose liveness was confirmed well inside the session timeout: after a long
-    stall (SIGSTOP, GC pause) the session may have expired before kazoo had a chance to say so."""
-    return state is SessionState.CONNECTED and not paused and since_alive_s < session_timeout_s / 2
+def may_fire(state: SessionState, paused: bool, since_alive_s: float, alive_window_s: float) -> bool:
+    """Fire only on a live session whose member znode was confirmed within `alive_window_s`: after a stall
+    (SIGSTOP, a long pause) the coordinator may have evicted us for silence, or the session expired, before kazoo
+    had a chance to say so (tickwheel/core/liveness.py)."""
+    return state is SessionState.CONNECTED and not paused and alive_within(since_alive_s, alive_window_s)

@@ -43,7 +43,11 @@ spread = Counter("tickwheel_spread_total", "Runs moved inside their delay tolera
 assignment_epoch = Gauge("tickwheel_assignment_epoch", "Epoch of the published shard assignment")
 unowned_shards = Gauge("tickwheel_unowned_shards", "Shards with no live owner in the published assignment")
 dispatchers_live = Gauge("tickwheel_dispatchers_live", "Dispatchers registered in ZooKeeper")
-members_evicted = Counter("tickwheel_members_evicted_total", "Dead dispatchers evicted before their session expired")
+members_evicted = Counter(
+    "tickwheel_members_evicted_total",
+    "Dispatchers evicted before their session expired, by what the probe found (refused: gone, silent: stopped)",
+    ["reason"],
+)
 far_moved = Counter("tickwheel_far_moved_total", "Runs the mover took from runs_far", ["result"])
 sweeper_repairs = Counter(
     "tickwheel_sweeper_repairs_total", "Jobs whose next run the sweeper repaired", ["reason"]

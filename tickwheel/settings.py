@@ -104,7 +104,12 @@ class DispatcherSettings:
     # One LWT per moved shard per write: 1024 shards every 10 s were ~100 LWT/s on an idle box. A new owner reads
     # from the checkpoint minus resume_grace_s (120 s) anyway, so a coarser mark costs only a longer re-read.
     checkpoint_step_s: float = 60.0
-    liveness_interval_s: float = 1.0
+    # How often the member znode is confirmed, and how old the last confirmation may be for the dispatcher to fire:
+    # a stopped process that resumes fires nothing until it has confirmed again. Shorter than the coordinator's
+    # member_silent_evict_s minus member_probe_timeout_s (tickwheel/core/liveness.py `window_is_safe`), so a
+    # dispatcher evicted for silence has stopped firing before its shards move.
+    liveness_interval_s: float = 0.25
+    alive_window_s: float = 1.0
     missed_after_s: float = 60.0
     overlap_recheck_s: float = 5.0
     handover_timeout_s: float = 20.0
@@ -133,6 +138,12 @@ class WorkerSettings:
     breaker_open_s: float = 30.0
     shutdown_grace_s: float = 20.0
     commit_interval_s: float = 1.0
+    # The lane consumers' Kafka group session: a worker that dies (SIGKILL) holds its lane partitions this long
+    # before the group hands them to the others, and the runs fired onto them wait (the soak's "SIGKILL worker"
+    # window: p99 9.8 s at 10 s). Raised to the brokers' group.min.session.timeout.ms when they accept no less
+    # (Kafka's default is 6 s; the local stack's brokers accept 2 s). librdkafka heartbeats from its own thread, so
+    # a busy event loop does not end the session.
+    group_session_s: float = 3.0
     # Runs a lane reads beyond its free slots into its per-tenant fair-share queue (worker/consumer.py); the
     # deeper, the larger a backlog a small tenant's runs can overtake. 0: no fair share, runs start in arrival order.
     fair_share_readahead: int = 20_000
@@ -152,6 +163,13 @@ class CoordinatorSettings:
     far_move_interval_s: float = 300.0
     far_lookback_days: int = 7
     member_probe_interval_s: float = 0.5
+    member_probe_timeout_s: float = 0.5  # one probe's connect and /healthz answer together (a thread answers)
+    # A member whose health port accepts but does not answer this long (four probes in a row) is stopped (SIGSTOP):
+    # evicted like a refusing one. Its shards then wait this long plus the takeover (~2-3 s in the soak), so it is
+    # short; a GC pause or a starved box delays the dispatcher's health thread (a thread of its own, answering in
+    # milliseconds) by far less, and an eviction that was not needed costs a re-registration and re-fires that
+    # claims make harmless.
+    member_silent_evict_s: float = 2.0
     reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
     reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
     reconcile_pages_per_pass: int = 20  # pages of sweep_page_size jobs one pass reads; the next pass resumes there

@@ -41,7 +41,15 @@ POLL_BATCH = 2000  # messages per poll at most: fewer hops to the consumer's thr
 
 
 class LaneConsumer:
-    def __init__(self, settings: Settings, lane: Lane, handle: Handler, weight_of: WeightOf = lambda _: 1):
+    def __init__(
+        self,
+        settings: Settings,
+        lane: Lane,
+        handle: Handler,
+        weight_of: WeightOf = lambda _: 1,
+        *,
+        session_s: float | None = None,
+    ):
         self.settings = settings
         self.lane = lane
         self.handle = handle
@@ -58,6 +66,8 @@ class LaneConsumer:
         self._slot_free = asyncio.Event()
         self._stopping = asyncio.Event()
         self.subscribed = asyncio.Event()
+        # The group session (the worker passes `group_session_s` raised to the brokers' floor).
+        self.session_s = session_s or settings.worker.group_session_s
 
     def stop(self) -> None:
         self._stopping.set()
@@ -71,10 +81,15 @@ class LaneConsumer:
         return len(self._tasks)
 
     async def run(self) -> None:
+        session_ms = int(self.session_s * 1000)
         consumer = KafkaConsumer(
             self.settings.kafka,
             group_id=self.group,
-            extra={"max.poll.interval.ms": 600_000, "session.timeout.ms": 10_000},
+            extra={
+                "max.poll.interval.ms": 600_000,
+                "session.timeout.ms": session_ms,
+                "heartbeat.interval.ms": max(100, min(3000, session_ms // 3)),
+            },
         )
         await consumer.subscribe([self.topic])
         self.subscribed.set()

@@ -20,7 +20,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from schemas.messages import LANES, Lane
 from tickwheel import heap
-from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.kafka import KafkaProducer, group_session_floor_s
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.egress import EgressPolicy
 from tickwheel.flow.limits import FlowLimits
@@ -77,12 +77,17 @@ class Worker:
             s, tables, limits, http, KafkaCaller(producer, s.kafka.topic_prefix), self.id,
             announcer=self.announcer, notifier=self.notifier,
         )
+        # A dead worker's partitions move after its group session: as short as the brokers accept.
+        session_s = max(s.worker.group_session_s, await group_session_floor_s(s.kafka))
         for lane in self.lanes():
-            consumer = LaneConsumer(s, lane, self.handler.handle, self.handler.tenants.weight_of)
+            consumer = LaneConsumer(
+                s, lane, self.handler.handle, self.handler.tenants.weight_of, session_s=session_s
+            )
             self.consumers.append(consumer)
             self._tasks.append(asyncio.create_task(consumer.run(), name=f"lane {lane}"))
         await asyncio.wait_for(asyncio.gather(*(c.subscribed.wait() for c in self.consumers)), 30)
-        log.info("worker %s consuming lanes %s", self.id, ", ".join(c.lane for c in self.consumers))
+        lanes = ", ".join(c.lane for c in self.consumers)
+        log.info("worker %s consuming lanes %s (group session %.1f s)", self.id, lanes, session_s)
         return self
 
     def lanes(self) -> list[Lane]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource  # type: ignore[attr-defined]
 from confluent_kafka.cimpl import NewTopic
 
 from tickwheel.errors import Unavailable
@@ -295,3 +295,22 @@ async def consumer_lag(settings: KafkaSettings, group: str, topic: str) -> dict[
         raise Unavailable(f"Kafka did not report the offsets of {group} on {topic}: {exc}") from exc
     finally:
         await asyncio.to_thread(consumer.close)
+
+
+BROKER_SESSION_FLOOR = "group.min.session.timeout.ms"
+BROKER_DEFAULT_SESSION_FLOOR_S = 6.0  # Kafka's default for group.min.session.timeout.ms
+
+
+async def group_session_floor_s(settings: KafkaSettings) -> float:
+    """The shortest consumer-group session the brokers accept (`group.min.session.timeout.ms`, read from one
+    broker): a consumer asking for less is refused when it joins. Kafka's default (6 s) when it cannot be read."""
+    admin = AdminClient({"bootstrap.servers": settings.bootstrap})
+    try:
+        metadata = await asyncio.to_thread(admin.list_topics, timeout=settings.request_timeout_s)
+        broker = ConfigResource(ConfigResource.Type.BROKER, str(next(iter(metadata.brokers))))
+        [future] = admin.describe_configs([broker], request_timeout=settings.request_timeout_s).values()
+        configs = await asyncio.wrap_future(future)
+        return int(configs[BROKER_SESSION_FLOOR].value) / 1000
+    except (KafkaException, StopIteration, KeyError, ValueError, TypeError) as exc:
+        log.warning("could not read the brokers' %s (%s): assuming Kafka's default", BROKER_SESSION_FLOOR, exc)
+        return BROKER_DEFAULT_SESSION_FLOOR_S

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import urllib.request
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -85,6 +87,14 @@ async def test_a_serving_dispatcher_answers_its_probes_and_metrics(cluster: Clus
         async with http.get(f"http://127.0.0.1:{d.health.port}/metrics") as answer:
             body = await answer.text()
     assert "tickwheel_owned_shards" in body and "tickwheel_fire_lag_seconds" in body
+    # /healthz is served by a thread: it answers while the event loop is blocked, so the coordinator's probe
+    # evicts for silence only a process stopped as a whole (tickwheel/core/liveness.py).
+    answers: list[int] = []
+    url = f"http://127.0.0.1:{d.health.port}/healthz"
+    asker = threading.Thread(target=lambda: answers.append(urllib.request.urlopen(url, timeout=5).status))
+    asker.start()
+    asker.join(6)  # blocks this event loop while the thread asks
+    assert answers == [200]
     d.engine.on_session(SessionState.SUSPENDED)
     assert not d.engine.ownership.can_fire()
     async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{d.health.port}/readyz") as answer:

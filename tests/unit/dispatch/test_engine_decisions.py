@@ -14,7 +14,7 @@ import pytest
 
 from dispatcher.engine import Dispatcher
 from dispatcher.ownership import OwnershipChange
-from schemas.messages import topic_names
+from schemas.messages import ShardAssignment, topic_names
 from tests.factories import definition, job
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.settings import Settings
@@ -170,3 +170,18 @@ async def test_stopping_reports_a_task_that_died_with_an_error(scene: Scene, cap
         await scene.engine.stop()
     assert [r.getMessage() for r in caplog.records] == ["dispatcher task broken loop ended with an error"]
     assert not scene.engine._tasks
+
+
+async def test_a_dispatcher_is_ready_only_once_it_has_applied_its_assignment_and_read_every_shard_it_owns(
+    scene: Scene,
+) -> None:
+    engine = scene.engine
+    assert not engine.ready()  # not registered
+    engine.set_member("m")
+    engine.confirm_alive()
+    engine.offer(ShardAssignment(epoch=1, shards=scene.settings.shards, members={"m": [(0, 2)]}))
+    assert not engine.ready()  # the assignment gives it shards it has not acquired yet
+    await engine.apply(OwnershipChange(1, frozenset({0, 1}), frozenset(), frozenset()))
+    assert engine.ready()  # acquired and scanned
+    engine.table.owned[1] = dataclasses.replace(engine.table.owned[1], scanned=False)
+    assert not engine.ready()  # a shard whose horizon is still being read

@@ -57,6 +57,7 @@ transaction.state.log.num.partitions=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+group.min.session.timeout.ms=2000
 log.flush.interval.messages=9223372036854775807
 log.cleaner.dedupe.buffer.size=16777216
 auto.create.topics.enable=false
@@ -131,7 +132,7 @@ def _prepare(stack_dir: Path, name: str, properties: str, cluster_id: str, quoru
     if (data / "meta.properties").exists():
         return
     argv = _java(
-        stack_dir, name, NODE_HEAP, "kafka.tools.StorageTool", "format", "-t", cluster_id, "-c", str(props),
+        stack_dir, name, NODE_HEAP, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster_id}", "-c", str(props),
         *quorum, "--ignore-formatted",
     )  # fmt: skip
     result = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True)
@@ -141,6 +142,8 @@ def _prepare(stack_dir: Path, name: str, properties: str, cluster_id: str, quoru
 
 
 def _new_cluster_id() -> str:
+    """A random id (Kafka's own form); one in 64 starts with `-`, which `format -t ID` read as an option (a stack
+    that failed to start): it is passed as `--cluster-id=ID`."""
     return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
 
 
