@@ -7,6 +7,8 @@ tenant, posts cron jobs from `--concurrency` connections for `--seconds`, prints
     .venv/bin/python benchmarks/api_bench.py --seconds 20 --concurrency 4 --batch 500   # POST /v1/jobs/batch
 
 With `--batch N` each request is a batch of N bodies; the rate counted is jobs created (items answered 201).
+`--keyed` sends an Idempotency-Key with every request (the keyed create: one LWT per job). The API process's CPU
+over the drive (user + system, from /proc) is printed per created job.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ import os
 import statistics
 import sys
 import time
+import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import aiohttp
 
@@ -34,7 +38,7 @@ BODY = {
 
 
 async def drive(
-    url: str, key: str, seconds: float, concurrency: int, batch: int = 0
+    url: str, key: str, seconds: float, concurrency: int, batch: int = 0, keyed: bool = False
 ) -> tuple[list[float], dict[int, int]]:
     """Latency per request and the count of each status (per item for batches)."""
     latencies: list[float] = []
@@ -44,13 +48,15 @@ async def drive(
     async def client(http: aiohttp.ClientSession) -> None:
         while time.monotonic() < deadline:
             started = time.perf_counter()
+            headers = {"Idempotency-Key": uuid.uuid4().hex} if keyed else {}
             if batch:
-                async with http.post(f"{url}/v1/jobs/batch", json={"jobs": [BODY] * batch}) as answer:
+                body = {"jobs": [BODY] * batch}
+                async with http.post(f"{url}/v1/jobs/batch", json=body, headers=headers) as answer:
                     items = (await answer.json())["items"] if answer.status == 200 else []
                 for item in items or [{"status": answer.status}]:
                     statuses[item["status"]] = statuses.get(item["status"], 0) + 1
             else:
-                async with http.post(f"{url}/v1/jobs", json=BODY) as answer:
+                async with http.post(f"{url}/v1/jobs", json=BODY, headers=headers) as answer:
                     await answer.read()
                 statuses[answer.status] = statuses.get(answer.status, 0) + 1
             latencies.append(time.perf_counter() - started)
@@ -80,6 +86,12 @@ async def start_api(port: int, extra_env: dict[str, str] | None = None) -> async
     raise SystemExit("the API did not become ready")
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 async def main(args: argparse.Namespace) -> None:
     store = await CassandraStore.connect(local_settings().cassandra)
     try:
@@ -89,7 +101,9 @@ async def main(args: argparse.Namespace) -> None:
     api = await start_api(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}"
-        latencies, statuses = await drive(url, key, args.seconds, args.concurrency, args.batch)
+        cpu_before = cpu_s(api.pid)
+        latencies, statuses = await drive(url, key, args.seconds, args.concurrency, args.batch, args.keyed)
+        cpu_used_s = cpu_s(api.pid) - cpu_before
     finally:
         api.terminate()
         await api.wait()
@@ -99,6 +113,9 @@ async def main(args: argparse.Namespace) -> None:
     unit = f" (batches of {args.batch})" if args.batch else ""
     print(f"creates/s {statuses.get(201, 0) / args.seconds:.0f}{unit}")
     print(f"latency p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+    created = statuses.get(201, 0)
+    per_job = f"{cpu_used_s * 1000 / created:.2f} ms per created job" if created else "no job created"
+    print(f"api cpu {cpu_used_s:.1f} s over the drive ({cpu_used_s / args.seconds:.2f} cores), {per_job}")
 
 
 if __name__ == "__main__":
@@ -107,4 +124,5 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument("--batch", type=int, default=0, help="jobs per POST /v1/jobs/batch (0: single creates)")
+    parser.add_argument("--keyed", action="store_true", help="an Idempotency-Key on every request")
     asyncio.run(main(parser.parse_args()))
