@@ -95,12 +95,20 @@ class FailsSomeBatches:
         return getattr(self._store, name)
 
     async def batch(self, statements: Any, *, logged: bool = True) -> None:
+        self._fail_once(statements)
+        await self._store.batch(statements, logged=logged)
+
+    async def grouped_batch(self, statements: Any, *, logged: bool = True) -> None:
+        """A create's rows fail as if their group's batch timed out (a group of that create alone)."""
+        self._fail_once(statements)
+        await self._store.grouped_batch(statements, logged=logged)
+
+    def _fail_once(self, statements: Any) -> None:
         text = repr(statements)
         hit = next((n for n in self.names if n in text), None)
         if hit is not None:
             self.names.discard(hit)
             raise Unavailable("Cassandra batch timed out (injected)")
-        await self._store.batch(statements, logged=logged)
 
 
 async def test_items_that_failed_are_completed_by_sending_the_batch_again(
