@@ -83,12 +83,16 @@ class GroupedBatches:
         self.max_bytes = max_bytes
         self._in_flight = in_flight
         self._gate: asyncio.Semaphore | None = None  # made on first use, inside the running loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the gate and the queues belong to
         self._queued: dict[bool, list[Queued]] = {True: [], False: []}
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def write(self, rows: Rows, *, logged: bool = True) -> None:
         """Write `rows` in the next grouped batch of their kind; returns once that batch was acknowledged."""
         loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a store used from another loop (tests): nothing of the old one carries over
+            self._loop, self._gate = loop, asyncio.Semaphore(self._in_flight)
+            self._queued = {True: [], False: []}
         done: asyncio.Future[None] = loop.create_future()
         queue = self._queued[logged]
         if not queue:
@@ -108,10 +112,9 @@ class GroupedBatches:
         waiting = [done for _, _, done in group if not done.done()]  # a caller gone (cancelled) is not waited for
         if not waiting:
             return
-        if self._gate is None:
-            self._gate = asyncio.Semaphore(self._in_flight)
+        gate = self._gate or asyncio.Semaphore(self._in_flight)
         try:
-            async with self._gate:
+            async with gate:
                 await self._send_batch([row for rows, _, _ in group for row in rows], logged)
         except BaseException as exc:  # every caller of the group sees the group's failure
             for done in waiting:
