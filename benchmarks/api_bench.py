@@ -8,7 +8,9 @@ tenant, posts cron jobs from `--concurrency` connections for `--seconds`, prints
 
 With `--batch N` each request is a batch of N bodies; the rate counted is jobs created (items answered 201).
 `--keyed` sends an Idempotency-Key with every request (the keyed create: one LWT per job). The API process's CPU
-over the drive (user + system, from /proc) is printed per created job.
+over the drive (user + system, from /proc) is printed per created job, and that of every `--cpu-of NAME=PID`
+(e.g. the Cassandra server). Rates are over the drive's whole time: requests are sent for `--seconds`, and the
+last ones (a batch of 500 takes seconds) end after it.
 """
 
 from __future__ import annotations
@@ -92,6 +94,11 @@ def cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _named_pid(text: str) -> tuple[str, int]:
+    name, _, pid = text.partition("=")
+    return name, int(pid)
+
+
 async def main(args: argparse.Namespace) -> None:
     store = await CassandraStore.connect(local_settings().cassandra)
     try:
@@ -101,21 +108,25 @@ async def main(args: argparse.Namespace) -> None:
     api = await start_api(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}"
-        cpu_before = cpu_s(api.pid)
+        pids = {"api": api.pid, **dict(_named_pid(text) for text in args.cpu_of)}
+        cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
+        started = time.monotonic()
         latencies, statuses = await drive(url, key, args.seconds, args.concurrency, args.batch, args.keyed)
-        cpu_used_s = cpu_s(api.pid) - cpu_before
+        elapsed_s = time.monotonic() - started  # the last requests end after --seconds (a batch takes seconds)
+        cpu_used = {name: cpu_s(pid) - cpu_before[name] for name, pid in pids.items()}
     finally:
         api.terminate()
         await api.wait()
     ordered = sorted(latencies)
     p99 = ordered[int(len(ordered) * 0.99) - 1]
-    print(f"statuses {statuses}; {len(latencies)} requests in {args.seconds:.0f} s")
+    print(f"statuses {statuses}; {len(latencies)} requests in {elapsed_s:.1f} s (sent for {args.seconds:.0f} s)")
     unit = f" (batches of {args.batch})" if args.batch else ""
-    print(f"creates/s {statuses.get(201, 0) / args.seconds:.0f}{unit}")
-    print(f"latency p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
     created = statuses.get(201, 0)
-    per_job = f"{cpu_used_s * 1000 / created:.2f} ms per created job" if created else "no job created"
-    print(f"api cpu {cpu_used_s:.1f} s over the drive ({cpu_used_s / args.seconds:.2f} cores), {per_job}")
+    print(f"creates/s {created / elapsed_s:.0f}{unit}")
+    print(f"latency p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+    for name, used_s in cpu_used.items():
+        per_job = f"{used_s * 1000 / created:.2f} ms per created job" if created else "no job created"
+        print(f"{name} cpu {used_s:.1f} s over the drive ({used_s / elapsed_s:.2f} cores), {per_job}")
 
 
 if __name__ == "__main__":
@@ -125,4 +136,5 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument("--batch", type=int, default=0, help="jobs per POST /v1/jobs/batch (0: single creates)")
     parser.add_argument("--keyed", action="store_true", help="an Idempotency-Key on every request")
+    parser.add_argument("--cpu-of", action="append", default=[], metavar="NAME=PID", help="also report its CPU")
     asyncio.run(main(parser.parse_args()))
