@@ -16,12 +16,18 @@ def rows_of(name: str, count: int = 6, size: int = 10) -> list[tuple[str, list[A
     return [(f"INSERT {name} {i}", ["x" * size]) for i in range(count)]
 
 
+class Refused(Exception):
+    """What the driver raises for a statement the server refuses for its content (no `retriable`)."""
+
+
 class Recorder:
-    """A store's `batch`: records what it was sent; fails batches holding a row named in `failing`."""
+    """A store's `batch`: records what it was sent; fails batches holding a row named in `failing` (unavailable)
+    or in `refused` (refused for its content)."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[list[str], bool]] = []
         self.failing: set[str] = set()
+        self.refused: set[str] = set()
 
     async def __call__(self, rows: Rows, logged: bool) -> None:
         await asyncio.sleep(0)
@@ -29,6 +35,8 @@ class Recorder:
         self.sent.append((names, logged))
         if any(name.split()[1] in self.failing for name in names):
             raise Unavailable("batch timed out (injected)")
+        if any(name.split()[1] in self.refused for name in names):
+            raise Refused("Batch too large (injected)")
 
 
 def test_entries_are_cut_into_groups_under_both_limits_in_order() -> None:
@@ -42,8 +50,8 @@ def test_an_entry_above_a_limit_is_a_group_of_its_own() -> None:
     assert groups_of([(20, 10), (1, 10)], max_rows=12, max_bytes=100) == [[0], [1]]
 
 
-def test_the_size_estimate_counts_text_by_length_and_other_values_by_a_constant() -> None:
-    assert estimated_bytes([("INSERT", ["abcd", b"ef", 7, None, {"k=v", "a=b"}])]) == 4 + 2 + 16 + 16 + 6
+def test_the_size_estimate_counts_every_value_and_the_length_of_text() -> None:
+    assert estimated_bytes([("INSERT", ["abcd", b"ef", 7, None, {"k=v", "a=b"}])]) == 5 * 16 + 4 + 2 + 6
 
 
 async def test_the_writes_of_one_round_go_out_as_one_batch_and_every_caller_returns() -> None:
@@ -70,6 +78,15 @@ async def test_a_failed_group_fails_its_callers_only() -> None:
     results = await asyncio.gather(*(grouped.write(rows_of(f"job{i}")) for i in range(4)), return_exceptions=True)
     assert [isinstance(r, Unavailable) for r in results] == [True, True, False, False]
     assert len(send.sent) == 2
+
+
+async def test_a_group_refused_for_its_content_is_sent_again_caller_by_caller_and_only_the_culprit_fails() -> None:
+    send = Recorder()
+    send.refused = {"job1"}
+    grouped = GroupedBatches(send)
+    results = await asyncio.gather(*(grouped.write(rows_of(f"job{i}")) for i in range(3)), return_exceptions=True)
+    assert [type(r).__name__ for r in results] == ["NoneType", "Refused", "NoneType"]
+    assert [len(names) for names, _ in send.sent] == [18, 6, 6, 6]
 
 
 async def test_a_callers_rows_are_never_split_across_batches() -> None:

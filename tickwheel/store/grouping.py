@@ -10,14 +10,14 @@ caller then seeing its own group's outcome.
 What a caller may rely on is unchanged: its rows are written by exactly one batch of the kind it asked for,
 so a logged write is still all or none for its rows (and for the other callers' rows of the same group, which is
 harmless: each of them would have written them anyway), and its call returns only once that batch is acknowledged
-at the store's consistency. A group that fails fails every caller in it, each of which answers as it would
-for its own failed batch (a retriable 503).
+at the store's consistency. A group the cluster did not take (unavailable, timed out) fails every caller in it,
+each of which answers as it would for its own failed batch (a retriable 503); a group refused for what it holds
+(a batch too large, a bad value) is sent again as one batch per caller, so only the culprit fails.
 """
 
 from __future__ import annotations
 
 import asyncio
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -32,16 +32,17 @@ BATCHES_IN_FLIGHT = 16  # grouped batches sent at once; more callers wait for th
 
 
 def estimated_bytes(rows: Rows) -> int:
-    """A rough size of the values of `rows` (what Cassandra's batch size limits count, give or take overhead)."""
+    """A rough, generous size of `rows` (what Cassandra's batch size limits count): 16 bytes a value (a fixed-size
+    value, or a cell's overhead), plus the length of text, blobs and the text in collections."""
     size = 0
     for _, params in rows:
+        size += 16 * len(params)
         for value in params:
-            if isinstance(value, str | bytes):
+            kind = type(value)
+            if kind is str or kind is bytes:
                 size += len(value)
-            elif isinstance(value, set | frozenset | list | tuple):
+            elif kind is set or kind is frozenset or kind is list or kind is tuple:
                 size += sum(len(v) if isinstance(v, str | bytes) else 16 for v in value)
-            else:
-                size += 16 if value is None or isinstance(value, int | float | uuid.UUID) else 32
     return size
 
 
@@ -112,17 +113,29 @@ class GroupedBatches:
         waiting = [done for _, _, done in group if not done.done()]  # a caller gone (cancelled) is not waited for
         if not waiting:
             return
-        gate = self._gate or asyncio.Semaphore(self._in_flight)
         try:
-            async with gate:
+            async with self._gate or asyncio.Semaphore(self._in_flight):
                 await self._send_batch([row for rows, _, _ in group for row in rows], logged)
-        except BaseException as exc:  # every caller of the group sees the group's failure
-            for done in waiting:
-                if not done.done():
-                    done.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for done in waiting:
-            if not done.done():
-                done.set_result(None)
+        except Exception as exc:
+            if len(group) > 1 and not getattr(exc, "retriable", False):
+                # Refused for what it holds (a batch too large, a bad value), not for the cluster: each caller's
+                # rows alone, so that one create's refusal is not every create's of the group.
+                await asyncio.gather(*(self._send([entry], logged) for entry in group))
+            else:
+                _answer(waiting, exc)
+        except BaseException as exc:  # cancelled: every caller of the group sees it
+            _answer(waiting, exc)
+            raise
+        else:
+            _answer(waiting, None)
+
+
+def _answer(waiting: list[asyncio.Future[None]], exc: BaseException | None) -> None:
+    """Tell each caller still waiting its group's outcome."""
+    for done in waiting:
+        if done.done():
+            continue
+        if exc is None:
+            done.set_result(None)
+        else:
+            done.set_exception(exc)
