@@ -1,7 +1,10 @@
 """POST /v1/jobs/batch: up to `MAX_ITEMS` job bodies in one request, each created through the single-create path.
 
-Every item is created exactly as `POST /v1/jobs` would create it (validation, quota, durable writes, the
-near-term announcement, the audit row), several at once; the answer lists each item's outcome in order: 201
+Every item is created as `POST /v1/jobs` would create it (validation, durable writes, the near-term
+announcement, the audit row), several at once, their writes grouped with each other's (store.grouping); what is
+per batch is done once: every item is checked before any write, the job quota is taken for all the valid items
+in one call (those past it are refused) and the slots not used are given back in one, and the body is hashed
+once under an Idempotency-Key. The answer lists each item's outcome in order: 201
 with the job once it is durable, or its problem object (RFC 9457) with the field prefixed by the item
 (`jobs[3].schedule`). One item's failure does not undo the others. Under an `Idempotency-Key`, item `i` is the
 job the key and `i` name, so sending the same batch again (after a timeout, or a 503 on some items) creates only
