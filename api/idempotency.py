@@ -44,15 +44,26 @@ def keyed_create(request: web.Request, body: bytes) -> KeyedCreate | None:
     return KeyedCreate(job_id, _digest(request, body))
 
 
-def keyed_batch_item(request: web.Request, body: bytes, index: int) -> KeyedCreate | None:
-    """What `keyed_create` is for item `index` of a batch create: the batch's key and the item's place name the
-    job, and the hash is the whole batch's, so the key stays bound to that exact batch (another batch under the
-    same key is refused item by item, as a single create's would be)."""
+@dataclass(frozen=True, slots=True)
+class KeyedBatch:
+    """A batch create sent with an Idempotency-Key: the key and the hash of the whole batch (computed once)."""
+
+    prefix: str  # the tenant and the key, what every item's job id is derived from
+    request_hash: str
+
+    def item(self, index: int) -> KeyedCreate:
+        """What `keyed_create` is for item `index`: the batch's key and the item's place name the job, and the hash
+        is the whole batch's, so the key stays bound to that exact batch (another batch under the same key is
+        refused item by item, as a single create's would be)."""
+        return KeyedCreate(uuid.uuid5(KEYED_JOBS, f"{self.prefix}\nbatch item {index}"), self.request_hash)
+
+
+def keyed_batch(request: web.Request, body: bytes) -> KeyedBatch | None:
+    """The batch's Idempotency-Key and hash (`KeyedBatch.item` names each item's job), or None without a key."""
     key = _key(request)
     if key is None:
         return None
-    job_id = uuid.uuid5(KEYED_JOBS, f"{tenant_of(request).tenant_id}\n{key}\nbatch item {index}")
-    return KeyedCreate(job_id, _digest(request, body))
+    return KeyedBatch(f"{tenant_of(request).tenant_id}\n{key}", _digest(request, body))
 
 
 def check_replay(keyed: KeyedCreate, stored_hash: str | None) -> None:

@@ -124,9 +124,13 @@ async def create(
     job_id: uuid.UUID,
     now: datetime,
     keyed: KeyedCreate | None = None,
+    *,
+    slot_taken: bool = False,
 ) -> tuple[Job, bool]:
     """Write a checked definition as the caller's new job `job_id` with its first run (201 may follow); with
-    `keyed`, the same Idempotency-Key again gives the job it made and True (a replay)."""
+    `keyed`, the same Idempotency-Key again gives the job it made and True (a replay). With `slot_taken`, the
+    caller counted the job against the tenant's quota already (a batch, for all its items at once) and gives the
+    slot back itself unless this returns a new job."""
     api, tenant = api_of(request), tenant_of(request)
     at = next_at(schedule, now, 0)
     if at is None:
@@ -139,7 +143,8 @@ async def create(
         job_id, tenant.tenant_id, shard, JobState.ACTIVE, 1, definition, definition.priority,
         run.scheduled_at, run.run_id, 0, None, None, now, now,
     )  # fmt: skip
-    await quotas.take_job_slot(api, tenant)
+    if not slot_taken:
+        await quotas.take_job_slot(api, tenant)
     audit_change = audit.creation_change(request, job)
     try:
         existing = None
@@ -148,10 +153,12 @@ async def create(
         else:
             existing = await api.store.create_keyed_job(job, run, now, keyed.request_hash, audit_change)
     except BaseException:
-        await quotas.give_back_job_slot(api, tenant)
+        if not slot_taken:
+            await quotas.give_back_job_slot(api, tenant)
         raise
     if existing is not None and keyed is not None:
-        await quotas.give_back_job_slot(api, tenant)
+        if not slot_taken:
+            await quotas.give_back_job_slot(api, tenant)
         return await _replayed_job(api, keyed, existing, now, run_retention_s(request)), True
     metrics.jobs_created.labels(definition.schedule.type).inc()
     audit.created()

@@ -77,12 +77,14 @@ def _refuse_above(used: int, limit: int, microsecond: int) -> None:
         raise QuotaExceeded(f"more than {limit} requests per second; slow down", retry_after_s=1.0 - microsecond / 1e6)
 
 
-# One round trip per create: count the job if the counter exists (-1: not seeded yet), refuse above the limit.
-TAKE_JOB_SLOT = """
+# One round trip per create (or per batch of creates): take up to ARGV[2] job slots if the counter exists (-1: not
+# seeded yet) and as many as fit under the limit ARGV[1]; the answer is how many were taken.
+TAKE_JOB_SLOTS = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local used = redis.call('INCR', KEYS[1])
-if used > tonumber(ARGV[1]) then redis.call('DECR', KEYS[1]); return -2 end
-return used
+local free = tonumber(ARGV[1]) - tonumber(redis.call('GET', KEYS[1]))
+local taken = math.max(0, math.min(tonumber(ARGV[2]), free))
+if taken > 0 then redis.call('INCRBY', KEYS[1], taken) end
+return taken
 """
 
 
@@ -99,47 +101,63 @@ async def charge_preview(api: Api, tenant: Tenant, count: int) -> None:
 
 async def take_job_slot(api: Api, tenant: Tenant) -> None:
     """Count one more job for the tenant, or 422 when it already has its maximum."""
+    if await take_job_slots(api, tenant, 1) < 1:
+        raise job_quota_exceeded(api, tenant)
+
+
+def job_quota_exceeded(api: Api, tenant: Tenant) -> JobQuotaExceeded:
+    limit = tenant.max_jobs or api.settings.api.max_jobs_per_tenant
+    return JobQuotaExceeded(f"the tenant already has its maximum of {limit} jobs; delete some first")
+
+
+async def take_job_slots(api: Api, tenant: Tenant, wanted: int) -> int:
+    """Count up to `wanted` more jobs for the tenant in one round trip (a batch create's items): how many fit under
+    its maximum and were counted. Give back the ones not used (`give_back_job_slots`)."""
     limit = tenant.max_jobs or api.settings.api.max_jobs_per_tenant
     key = api.redis.key("jobs", tenant.tenant_id)
     try:
         api.local.ask_redis()
-        used = int(await api.redis.run_script(TAKE_JOB_SLOT, [key], [limit]))
-        if used == -1:
+        taken = int(await api.redis.run_script(TAKE_JOB_SLOTS, [key], [limit, wanted]))
+        if taken == -1:
             seed = await api.store.count_jobs(tenant.tenant_id)
             await api.redis.set_if_absent(key, seed)
-            used = int(await api.redis.run_script(TAKE_JOB_SLOT, [key], [limit]))
+            taken = int(await api.redis.run_script(TAKE_JOB_SLOTS, [key], [limit, wanted]))
     except REDIS_DOWN as exc:
         api.local.without_redis("job_slots", exc)
-        used = await _take_local_job_slot(api, tenant.tenant_id, limit)
-    if used == -2:
-        raise JobQuotaExceeded(f"the tenant already has its maximum of {limit} jobs; delete some first")
+        taken = await _take_local_job_slots(api, tenant.tenant_id, limit, wanted)
+    return max(taken, 0)
 
 
-async def _take_local_job_slot(api: Api, tenant_id: str, limit: int) -> int:
+async def _take_local_job_slots(api: Api, tenant_id: str, limit: int, wanted: int) -> int:
     """The job count without Redis: Cassandra's (the truth), read again after JOB_COUNT_FRESH_S, plus the jobs this
-    process created since; -2 at the limit, as the Redis script answers."""
+    process created since; how many of `wanted` fit under `limit`."""
     counted = api.local.job_counts.get(tenant_id)
     if counted is None or time.monotonic() - counted[1] > JOB_COUNT_FRESH_S:
         counted = (await api.store.count_jobs(tenant_id), time.monotonic())
-    if counted[0] >= limit:
-        api.local.job_counts[tenant_id] = counted
-        return -2
-    api.local.job_counts[tenant_id] = (counted[0] + 1, counted[1])
-    return counted[0] + 1
+    taken = max(0, min(wanted, limit - counted[0]))
+    api.local.job_counts[tenant_id] = (counted[0] + taken, counted[1])
+    return taken
 
 
 async def give_back_job_slot(api: Api, tenant: Tenant) -> None:
-    """One job less for the tenant (a create that did not happen, a delete). Without Redis the counter keeps the
-    job (it over-counts by one until its key is lost and re-seeded): refusing the request for it would be worse."""
+    """One job less for the tenant (a create that did not happen, a delete)."""
+    await give_back_job_slots(api, tenant, 1)
+
+
+async def give_back_job_slots(api: Api, tenant: Tenant, count: int) -> None:
+    """`count` jobs less for the tenant (creates that did not happen, a delete). Without Redis the counter keeps
+    them (it over-counts until its key is lost and re-seeded): refusing the request for it would be worse."""
+    if count <= 0:
+        return
     key = api.redis.key("jobs", tenant.tenant_id)
     try:
         api.local.ask_redis()
-        await api.redis.decrement(key)
+        await api.redis.decrement(key, count)
     except REDIS_DOWN as exc:
         api.local.without_redis("job_slots", exc)
         counted = api.local.job_counts.get(tenant.tenant_id)
         if counted is not None:
-            api.local.job_counts[tenant.tenant_id] = (max(0, counted[0] - 1), counted[1])
+            api.local.job_counts[tenant.tenant_id] = (max(0, counted[0] - count), counted[1])
 
 
 def min_interval_s(api: Api, tenant: Tenant) -> int:

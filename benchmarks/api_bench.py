@@ -7,6 +7,10 @@ tenant, posts cron jobs from `--concurrency` connections for `--seconds`, prints
     .venv/bin/python benchmarks/api_bench.py --seconds 20 --concurrency 4 --batch 500   # POST /v1/jobs/batch
 
 With `--batch N` each request is a batch of N bodies; the rate counted is jobs created (items answered 201).
+`--keyed` sends an Idempotency-Key with every request (the keyed create: one LWT per job). The API process's CPU
+over the drive (user + system, from /proc) is printed per created job, and that of every `--cpu-of NAME=PID`
+(e.g. the Cassandra server). Rates are over the drive's whole time: requests are sent for `--seconds`, and the
+last ones (a batch of 500 takes seconds) end after it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ import os
 import statistics
 import sys
 import time
+import uuid
 from datetime import UTC, datetime
+from pathlib import Path
 
 import aiohttp
 
@@ -34,7 +40,7 @@ BODY = {
 
 
 async def drive(
-    url: str, key: str, seconds: float, concurrency: int, batch: int = 0
+    url: str, key: str, seconds: float, concurrency: int, batch: int = 0, keyed: bool = False
 ) -> tuple[list[float], dict[int, int]]:
     """Latency per request and the count of each status (per item for batches)."""
     latencies: list[float] = []
@@ -44,13 +50,15 @@ async def drive(
     async def client(http: aiohttp.ClientSession) -> None:
         while time.monotonic() < deadline:
             started = time.perf_counter()
+            headers = {"Idempotency-Key": uuid.uuid4().hex} if keyed else {}
             if batch:
-                async with http.post(f"{url}/v1/jobs/batch", json={"jobs": [BODY] * batch}) as answer:
+                body = {"jobs": [BODY] * batch}
+                async with http.post(f"{url}/v1/jobs/batch", json=body, headers=headers) as answer:
                     items = (await answer.json())["items"] if answer.status == 200 else []
                 for item in items or [{"status": answer.status}]:
                     statuses[item["status"]] = statuses.get(item["status"], 0) + 1
             else:
-                async with http.post(f"{url}/v1/jobs", json=BODY) as answer:
+                async with http.post(f"{url}/v1/jobs", json=BODY, headers=headers) as answer:
                     await answer.read()
                 statuses[answer.status] = statuses.get(answer.status, 0) + 1
             latencies.append(time.perf_counter() - started)
@@ -80,6 +88,17 @@ async def start_api(port: int, extra_env: dict[str, str] | None = None) -> async
     raise SystemExit("the API did not become ready")
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process `pid` so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _named_pid(text: str) -> tuple[str, int]:
+    name, _, pid = text.partition("=")
+    return name, int(pid)
+
+
 async def main(args: argparse.Namespace) -> None:
     store = await CassandraStore.connect(local_settings().cassandra)
     try:
@@ -89,16 +108,25 @@ async def main(args: argparse.Namespace) -> None:
     api = await start_api(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}"
-        latencies, statuses = await drive(url, key, args.seconds, args.concurrency, args.batch)
+        pids = {"api": api.pid, **dict(_named_pid(text) for text in args.cpu_of)}
+        cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
+        started = time.monotonic()
+        latencies, statuses = await drive(url, key, args.seconds, args.concurrency, args.batch, args.keyed)
+        elapsed_s = time.monotonic() - started  # the last requests end after --seconds (a batch takes seconds)
+        cpu_used = {name: cpu_s(pid) - cpu_before[name] for name, pid in pids.items()}
     finally:
         api.terminate()
         await api.wait()
     ordered = sorted(latencies)
     p99 = ordered[int(len(ordered) * 0.99) - 1]
-    print(f"statuses {statuses}; {len(latencies)} requests in {args.seconds:.0f} s")
+    print(f"statuses {statuses}; {len(latencies)} requests in {elapsed_s:.1f} s (sent for {args.seconds:.0f} s)")
     unit = f" (batches of {args.batch})" if args.batch else ""
-    print(f"creates/s {statuses.get(201, 0) / args.seconds:.0f}{unit}")
+    created = statuses.get(201, 0)
+    print(f"creates/s {created / elapsed_s:.0f}{unit}")
     print(f"latency p50 {statistics.median(ordered) * 1000:.1f} ms, p99 {p99 * 1000:.1f} ms")
+    for name, used_s in cpu_used.items():
+        per_job = f"{used_s * 1000 / created:.2f} ms per created job" if created else "no job created"
+        print(f"{name} cpu {used_s:.1f} s over the drive ({used_s / elapsed_s:.2f} cores), {per_job}")
 
 
 if __name__ == "__main__":
@@ -107,4 +135,6 @@ if __name__ == "__main__":
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--port", type=int, default=18090)
     parser.add_argument("--batch", type=int, default=0, help="jobs per POST /v1/jobs/batch (0: single creates)")
+    parser.add_argument("--keyed", action="store_true", help="an Idempotency-Key on every request")
+    parser.add_argument("--cpu-of", action="append", default=[], metavar="NAME=PID", help="also report its CPU")
     asyncio.run(main(parser.parse_args()))

@@ -125,8 +125,11 @@ class CronExpr:
         return None
 
 
+@functools.lru_cache(maxsize=1024)
 def parse_cron(text: str) -> CronExpr:
-    """Parse a cron expression, raising ScheduleError that names the bad field and says why."""
+    """Parse a cron expression, raising ScheduleError that names the bad field and says why. Kept for the next
+    call with the same text (a CronExpr is immutable): a create parses its expression three times (validation,
+    the schedule, the gap check) and most jobs share a few dozen expressions."""
     if len(text) > MAX_EXPR_CHARS:
         # the message does not quote the input: it may be megabytes long
         raise ScheduleError(FIELD, f"expression is {len(text)} characters long; at most {MAX_EXPR_CHARS}")

@@ -84,9 +84,9 @@ class RedisClient:
         """SET NX: whoever writes first wins; False when the key already had a value."""
         return bool(await self.redis.set(key, value, nx=True))
 
-    async def decrement(self, key: str) -> int:
-        """DECR, one less of a counter."""
-        return int(await self.redis.decr(key))
+    async def decrement(self, key: str, amount: int = 1) -> int:
+        """DECRBY: `amount` less of a counter."""
+        return int(await self.redis.decrby(key, amount))
 
     async def hash_field(self, key: str, field: str) -> bytes | str | None:
         """HGET: one field of the hash at `key`, None where the hash or the field is absent."""

@@ -45,6 +45,7 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_f
 from tickwheel import metrics
 from tickwheel.errors import Unavailable
 from tickwheel.settings import CassandraSettings, host_port
+from tickwheel.store.grouping import GroupedBatches
 from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class CassandraStore:
         self._columns: dict[str, frozenset[str]] = {}
         self._keys: dict[str, tuple[tuple[str, int], ...]] = {}  # a read's `column = ?` and their parameters
         self._intents: dict[str, bool] = {}  # conditional writes whose form store.retries does not understand
+        self._grouped = GroupedBatches(lambda rows, logged: self.batch(rows, logged=logged))
 
     @classmethod
     async def connect(
@@ -283,6 +285,11 @@ class CassandraStore:
         _counter("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         await _await(future, self.settings.hosts)
+
+    async def grouped_batch(self, statements: Sequence[tuple[str, Sequence[Any]]], *, logged: bool = True) -> None:
+        """`batch`, sent together with the other grouped batches of this event-loop round (store.grouping: one
+        request for many creates); logged, the rows are still all or none."""
+        await self._grouped.write(statements, logged=logged)
 
     async def ping(self) -> None:
         """One cheap read that any live node answers (readiness probes)."""

@@ -135,7 +135,8 @@ async def create_keyed_job(
     if not applied:
         return KeyedJob(job_of(current), current.get("request_hash"))
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now), *also]
-    await store.batch(rows, logged=False)  # each row is safe to write again; none is visible without the job
+    # each row is safe to write again; none is visible without the job; grouped with other creates' rows
+    await store.grouped_batch(rows, logged=False)
     return None
 
 
@@ -159,7 +160,7 @@ async def create_job(
     201. The job id is new (never written before), so its first run needs no condition: one write, no Paxos.
     `also` rides in the same batch (the create's audit row)."""
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), (INSERT_JOB, _job_values(job, now))]
-    await store.batch([*rows, listing_row(job, now), *also])
+    await store.grouped_batch([*rows, listing_row(job, now), *also])  # with other creates' rows: still all or none
 
 
 async def get_job(store: CassandraStore, job_id: uuid.UUID) -> Job | None:

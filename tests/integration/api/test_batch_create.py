@@ -95,12 +95,20 @@ class FailsSomeBatches:
         return getattr(self._store, name)
 
     async def batch(self, statements: Any, *, logged: bool = True) -> None:
+        self._fail_once(statements)
+        await self._store.batch(statements, logged=logged)
+
+    async def grouped_batch(self, statements: Any, *, logged: bool = True) -> None:
+        """A create's rows fail as if their group's batch timed out (a group of that create alone)."""
+        self._fail_once(statements)
+        await self._store.grouped_batch(statements, logged=logged)
+
+    def _fail_once(self, statements: Any) -> None:
         text = repr(statements)
         hit = next((n for n in self.names if n in text), None)
         if hit is not None:
             self.names.discard(hit)
             raise Unavailable("Cassandra batch timed out (injected)")
-        await self._store.batch(statements, logged=logged)
 
 
 async def test_items_that_failed_are_completed_by_sending_the_batch_again(
@@ -126,3 +134,33 @@ async def test_items_that_failed_are_completed_by_sending_the_batch_again(
         run = await runs.get_run(store, uuid.UUID(item["job"]["next_run_id"]))
         assert run is not None and run.status == "SCHEDULED"
     assert len(await listed_ids(alice)) == 6
+
+
+async def test_items_past_the_job_quota_are_refused_in_order_and_the_slots_not_used_are_given_back(
+    make_client: Callable[..., Awaitable[TestClient]], make_tenant: Callable[..., Awaitable[Caller]]
+) -> None:
+    alice = await make_tenant(await make_client(max_jobs_per_tenant=4))
+    jobs = bodies(6)
+    jobs[0]["schedule"] = {"type": "cron", "expr": "not a cron"}  # refused before the quota: takes no slot
+    result = await (await alice.call("POST", "/v1/jobs/batch", json={"jobs": jobs})).json()
+    assert [item["status"] for item in result["items"]] == [422, 201, 201, 201, 201, 422]
+    assert result["items"][5]["problem"]["title"] == "Job quota exceeded"
+    again = await (await alice.call("POST", "/v1/jobs/batch", json={"jobs": bodies(1)})).json()
+    assert [item["status"] for item in again["items"]] == [422]
+    created = result["items"][1]["job"]["id"]
+    assert (await alice.call("DELETE", f"/v1/jobs/{created}")).status == 204
+    last = await (await alice.call("POST", "/v1/jobs/batch", json={"jobs": bodies(2)})).json()
+    assert [item["status"] for item in last["items"]] == [201, 422]  # one slot free: the delete's, none leaked
+
+
+async def test_a_replayed_batch_gives_back_the_job_slots_it_took(
+    make_client: Callable[..., Awaitable[TestClient]], make_tenant: Callable[..., Awaitable[Caller]]
+) -> None:
+    alice = await make_tenant(await make_client(max_jobs_per_tenant=4))
+    jobs, headers = bodies(2), {"Idempotency-Key": "batch-slots"}
+    for _ in range(2):  # made, then replayed: the replay takes two slots (the quota comes first) and gives them back
+        result = await (await alice.call("POST", "/v1/jobs/batch", json={"jobs": jobs}, headers=headers)).json()
+        assert [item["status"] for item in result["items"]] == [201, 201]
+    assert result["replayed"] == 2
+    last = await (await alice.call("POST", "/v1/jobs/batch", json={"jobs": bodies(3)})).json()
+    assert [item["status"] for item in last["items"]] == [201, 201, 422]

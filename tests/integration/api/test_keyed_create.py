@@ -53,6 +53,13 @@ class FailsNextBatch:
             raise Unavailable("batch timed out (injected)")
         await self._store.batch(statements, logged=logged)
 
+    async def grouped_batch(self, statements: Any, *, logged: bool = True) -> None:
+        """The create's rows fail as if their group's batch timed out."""
+        if self.armed:
+            self.armed = False
+            raise Unavailable("batch timed out (injected)")
+        await self._store.grouped_batch(statements, logged=logged)
+
 
 async def test_a_keyed_create_that_died_after_its_insert_is_completed_by_its_retry(
     make_client: Callable[..., Awaitable[TestClient]],

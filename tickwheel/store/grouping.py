@@ -1,0 +1,141 @@
+"""Group commit: the batches many requests write during one event-loop round go to Cassandra as a few batches.
+
+A create writes its job's rows in one batch (logged without an Idempotency-Key: all or none; unlogged after the
+keyed create's LWT). At hundreds of creates a second, most of the cost of such a batch is per request, not per
+row: the driver's request and callback, a frame each way, and for a logged batch the coordinator's batchlog
+write and delete. `GroupedBatches.write` queues a caller's rows and, once the event loop has run the round in
+which the first of them was queued, writes everything queued as few batches as the size limits allow, each
+caller then seeing its own group's outcome.
+
+What a caller may rely on is unchanged: its rows are written by exactly one batch of the kind it asked for,
+so a logged write is still all or none for its rows (and for the other callers' rows of the same group, which is
+harmless: each of them would have written them anyway), and its call returns only once that batch is acknowledged
+at the store's consistency. A group the cluster did not take (unavailable, timed out) fails every caller in it,
+each of which answers as it would for its own failed batch (a retriable 503); a group refused for what it holds
+(a batch too large, a bad value) is sent again as one batch per caller, so only the culprit fails.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+Rows = Sequence[tuple[str, Sequence[Any]]]
+
+GROUP_ROWS = 120  # statements per batch: 20 creates of 6 rows
+# Estimated bytes of values per batch: well under Cassandra's batch_size_fail_threshold (50 KiB by default), which
+# refuses a whole multi-partition batch above it. The estimate counts text and blobs by length and every other
+# value as 16 bytes; the server's count adds some overhead per cell, hence the margin.
+GROUP_BYTES = 24 * 1024
+BATCHES_IN_FLIGHT = 16  # grouped batches sent at once; more callers wait for the next free one
+
+
+def estimated_bytes(rows: Rows) -> int:
+    """A rough, generous size of `rows` (what Cassandra's batch size limits count): 16 bytes a value (a fixed-size
+    value, or a cell's overhead), plus the length of text, blobs and the text in collections."""
+    size = 0
+    for _, params in rows:
+        size += 16 * len(params)
+        for value in params:
+            kind = type(value)
+            if kind is str or kind is bytes:
+                size += len(value)
+            elif kind is set or kind is frozenset or kind is list or kind is tuple:
+                size += sum(len(v) if isinstance(v, str | bytes) else 16 for v in value)
+    return size
+
+
+def groups_of(sizes: Sequence[tuple[int, int]], max_rows: int, max_bytes: int) -> list[list[int]]:
+    """Indexes of the entries (rows, bytes) in order, cut into groups of at most `max_rows` rows and `max_bytes`
+    bytes; an entry above either limit alone is a group of its own (it is sent as it would be without grouping)."""
+    groups: list[list[int]] = []
+    current: list[int] = []
+    rows = size = 0
+    for index, (entry_rows, entry_bytes) in enumerate(sizes):
+        if current and (rows + entry_rows > max_rows or size + entry_bytes > max_bytes):
+            groups.append(current)
+            current, rows, size = [], 0, 0
+        current.append(index)
+        rows += entry_rows
+        size += entry_bytes
+    if current:
+        groups.append(current)
+    return groups
+
+
+Queued = tuple[Rows, int, "asyncio.Future[None]"]
+
+
+class GroupedBatches:
+    """Batches of many callers written together (see the module's docstring). `send(rows, logged)` writes one
+    batch: the store's `batch`."""
+
+    def __init__(
+        self,
+        send: Callable[[Rows, bool], Awaitable[None]],
+        *,
+        max_rows: int = GROUP_ROWS,
+        max_bytes: int = GROUP_BYTES,
+        in_flight: int = BATCHES_IN_FLIGHT,
+    ):
+        self._send_batch = send
+        self.max_rows = max_rows
+        self.max_bytes = max_bytes
+        self._in_flight = in_flight
+        self._gate: asyncio.Semaphore | None = None  # made on first use, inside the running loop
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop the gate and the queues belong to
+        self._queued: dict[bool, list[Queued]] = {True: [], False: []}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def write(self, rows: Rows, *, logged: bool = True) -> None:
+        """Write `rows` in the next grouped batch of their kind; returns once that batch was acknowledged."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a store used from another loop (tests): nothing of the old one carries over
+            self._loop, self._gate = loop, asyncio.Semaphore(self._in_flight)
+            self._queued = {True: [], False: []}
+        done: asyncio.Future[None] = loop.create_future()
+        queue = self._queued[logged]
+        if not queue:
+            loop.call_soon(self._flush, logged)
+        queue.append((rows, estimated_bytes(rows), done))
+        await done
+
+    def _flush(self, logged: bool) -> None:
+        queued, self._queued[logged] = self._queued[logged], []
+        sizes = [(len(rows), size) for rows, size, _ in queued]
+        for group in groups_of(sizes, self.max_rows, self.max_bytes):
+            task = asyncio.ensure_future(self._send([queued[i] for i in group], logged))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, group: list[Queued], logged: bool) -> None:
+        waiting = [done for _, _, done in group if not done.done()]  # a caller gone (cancelled) is not waited for
+        if not waiting:
+            return
+        try:
+            async with self._gate or asyncio.Semaphore(self._in_flight):
+                await self._send_batch([row for rows, _, _ in group for row in rows], logged)
+        except Exception as exc:
+            if len(group) > 1 and not getattr(exc, "retriable", False):
+                # Refused for what it holds (a batch too large, a bad value), not for the cluster: each caller's
+                # rows alone, so that one create's refusal is not every create's of the group.
+                await asyncio.gather(*(self._send([entry], logged) for entry in group))
+            else:
+                _answer(waiting, exc)
+        except BaseException as exc:  # cancelled: every caller of the group sees it
+            _answer(waiting, exc)
+            raise
+        else:
+            _answer(waiting, None)
+
+
+def _answer(waiting: list[asyncio.Future[None]], exc: BaseException | None) -> None:
+    """Tell each caller still waiting its group's outcome."""
+    for done in waiting:
+        if done.done():
+            continue
+        if exc is None:
+            done.set_result(None)
+        else:
+            done.set_exception(exc)
