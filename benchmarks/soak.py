@@ -630,7 +630,11 @@ async def soak(args: argparse.Namespace, base: Settings | None = None) -> list[W
         for proc in procs.values():
             await proc.stop()
         await sink.stop()
-        await store.execute_raw(f"DROP KEYSPACE IF EXISTS {settings.cassandra.keyspace}")  # shared servers' heap
+        try:  # the servers' heap; a failure here must not lose the history (a schema disagreement after a node's
+            # restart once answered "Unknown CF" and the soak ended without its report)
+            await store.execute_raw(f"DROP KEYSPACE IF EXISTS {settings.cassandra.keyspace}")
+        except Exception as exc:
+            print(f"dropping keyspace {settings.cassandra.keyspace} failed (drop it by hand): {exc!r}", flush=True)
         await store.close()
     rows = check_windows(
         expected, calls, windows, now=load_end, finals=finals, requests=load.requests, early_slack_s=0.0

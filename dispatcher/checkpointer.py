@@ -31,7 +31,12 @@ class Checkpointer:
         table, ownership = self.table, self.ownership
         if not ownership.can_fire() or ownership.member is None:
             return {}
-        marks = {s: table.watermarks.mark(s, table.fired_through_ms) for s, st in table.owned.items() if st.scanned}
+        moving = ownership.moving  # their new owner checkpoints them under the assignment that moved them
+        marks = {
+            s: table.watermarks.mark(s, table.fired_through_ms)
+            for s, st in table.owned.items()
+            if st.scanned and s not in moving
+        }
         if marks:
             metrics.checkpoint_lag.set(max(0, self.clock.now_ms() - min(marks.values())) / 1000)
         due = firing.checkpoints_due(marks, table.written, 1 if force else int(self.cfg.checkpoint_step_s * 1000))

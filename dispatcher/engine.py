@@ -67,8 +67,10 @@ class Dispatcher:
 
     # -- lifecycle ------------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Start the fire, reconcile and near-term loops and the periodic horizon, rescan and checkpoints."""
-        for loop in (self.firing.loop, self.ownership.reconcile_loop, self.horizon.near_loop):
+        """Start the fire, reconcile, near-term and moved-shard loops and the periodic horizon, rescan and
+        checkpoints."""
+        ownership = self.ownership
+        for loop in (self.firing.loop, ownership.reconcile_loop, self.horizon.near_loop, ownership.watch_moves):
             self._spawn(loop())
         cfg = self.cfg
         self._spawn(self._every(cfg.scan_interval_s, self.horizon.extend, "extending the horizon"))
@@ -105,7 +107,8 @@ class Dispatcher:
             return False
         owned = dict(self.table.owned)
         change = plan_ownership(frozenset(owned), ownership.assignment, ownership.member)
-        return not (change.added or change.removed) and all(state.scanned for state in owned.values())
+        moving = set(ownership.moving)  # still fired until their new owner has read them
+        return not (change.added or change.removed - moving) and all(state.scanned for state in owned.values())
 
     # -- what membership tells the engine -------------------------------------------------------------------
     def set_member(self, member: str | None) -> None:

@@ -10,7 +10,16 @@ import time
 from dataclasses import replace
 
 from dispatcher.horizon import Horizon
-from dispatcher.ownership import LEAVING_TAG, OwnershipChange, is_newer, may_fire, plan_ownership, resume_from
+from dispatcher.ownership import (
+    LEAVING_TAG,
+    Moving,
+    OwnershipChange,
+    is_newer,
+    may_fire,
+    plan_ownership,
+    resume_from,
+    taken_over,
+)
 from dispatcher.preload import loadable_until
 from dispatcher.shards import Clock, ShardState, ShardTable
 from schemas.messages import ShardAssignment
@@ -19,6 +28,7 @@ from tickwheel.bus.ports import NearTermFeed
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.settings import Settings
 from tickwheel.store.ports import CheckpointStore
+from tickwheel.store.records import Checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +54,8 @@ class Ownership:
         self.paused = True  # until registered
         self.leaving = False
         self.last_alive = clock.monotonic()
+        self.moving: dict[int, Moving] = {}
+        """Shards an assignment moved away, still fired until their new owner has read them (`watch_moves`)."""
         self._reconcile = asyncio.Event()
 
     # -- what membership tells the engine -------------------------------------------------------------------
@@ -81,6 +93,7 @@ class Ownership:
         log.warning("dropping all %d owned shards and the wheel", len(self.table.owned))
         self.member = None
         self.paused = True
+        self.moving.clear()
         self.table.clear()
 
     # -- applying the assignment ----------------------------------------------------------------------------
@@ -99,13 +112,17 @@ class Ownership:
                 self._reconcile.set()
 
     async def apply(self, change: OwnershipChange) -> None:
-        """Take the epoch, drop the shards removed, acquire the shards added."""
+        """Take the epoch, hand the shards removed over (fired until their new owner has read them; see
+        `watch_moves`), acquire the shards added."""
         table = self.table
         async with table.scan_lock:
             self.epoch = change.epoch
-            for shard in change.removed:
+            for shard in change.kept | change.added:
+                self.moving.pop(shard, None)  # given back before its new owner took it
+            moved = self._move(change)
+            for shard in change.removed - moved:
                 table.drop_shard(shard)
-            if change.removed and not change.added:
+            if change.removed - moved and not change.added:
                 await self.near.retarget(set(table.owned))
             if change.added:
                 await self._acquire(change.added)
@@ -117,6 +134,44 @@ class Ownership:
                     len(change.added),
                     len(change.removed),
                 )
+            metrics.owned_shards.set(len(table.owned))
+
+    def _move(self, change: OwnershipChange) -> set[int]:
+        """The removed shards to keep firing until their new owner has read them: every scanned one (a shard not
+        read yet has nothing to fire). The first move of a shard counts; a later assignment leaves it as it is."""
+        began, deadline = self.clock.now(), self.clock.monotonic() + self.cfg.handover_timeout_s
+        for shard in change.removed:
+            state = self.table.owned.get(shard)
+            if shard not in self.moving and state is not None and state.scanned:
+                self.moving[shard] = Moving(change.epoch, began, deadline)
+        return set(self.moving) & change.removed
+
+    async def watch_moves(self, poll_s: float = 0.5) -> None:
+        """Drop each moving shard once its new owner has checkpointed it past the move (or at its deadline): the
+        handover of a rolling restart (`hand_over`), for any assignment that moves a shard off a live member, so a
+        member that joins (a restarted or resumed dispatcher) leaves no gap while it reads what it was given."""
+        while True:
+            await self.clock.sleep(poll_s)
+            if not self.moving or self.member is None:
+                continue
+            try:
+                marks = await self.store.read_checkpoints(set(self.moving))
+            except Exception as exc:
+                log.warning("reading the checkpoints of moving shards failed: %s", exc)
+                continue
+            async with self.table.scan_lock:
+                await self._drop_taken(marks)
+
+    async def _drop_taken(self, marks: dict[int, Checkpoint]) -> None:
+        now_s, member, table = self.clock.monotonic(), self.member or "", self.table
+        taken = [s for s, m in self.moving.items() if taken_over(marks.get(s), member, m) or now_s > m.deadline_s]
+        for shard in taken:
+            del self.moving[shard]
+            if shard in table.owned:
+                table.drop_shard(shard)
+        if taken and not self.moving:
+            log.info("moved shards handed over: own %d shards", len(table.owned))
+            await self.near.retarget(set(table.owned))
             metrics.owned_shards.set(len(table.owned))
 
     async def _acquire(self, added: frozenset[int]) -> None:

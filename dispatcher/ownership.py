@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from schemas.messages import ShardAssignment
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.core.liveness import alive_within
+from tickwheel.store.records import Checkpoint
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +63,30 @@ def resume_from(
     caught up) needs only a few seconds, not a re-fire of minutes."""
     grace = min(grace_s, HANDOVER_GRACE_S) if handed_over else grace_s
     return (fired_through or now) - timedelta(seconds=grace)
+
+
+@dataclass(frozen=True, slots=True)
+class Moving:
+    """A shard an assignment moved away from a live member, which keeps firing it until its new owner has read it."""
+
+    epoch: int
+    """The epoch of the assignment that moved it."""
+    began: datetime
+    """When it was moved: the new owner's watermark must pass it."""
+    deadline_s: float
+    """Monotonic seconds after which it is dropped whoever has it (a new owner that never came)."""
+
+
+def taken_over(mark: Checkpoint | None, member: str, moving: Moving) -> bool:
+    """Whether another member has taken a moving shard: checkpointed it under the moving assignment's epoch (or a
+    newer one) with a watermark past the move, so it has re-fired from our mark and fires the current runs. Until
+    then both fire (the claim makes the second call harmless) and none goes out late."""
+    return (
+        mark is not None
+        and mark.owner_epoch >= moving.epoch
+        and mark.owner.removesuffix(LEAVING_TAG) != member
+        and mark.fired_through >= moving.began
+    )
 
 
 def may_fire(state: SessionState, paused: bool, since_alive_s: float, alive_window_s: float) -> bool:

@@ -233,3 +233,39 @@ async def test_no_checkpoint_is_written_while_firing_is_paused(parts: Parts) -> 
     await parts.own(1)
     parts.ownership.on_session(SessionState.SUSPENDED)
     assert await parts.checkpointer.checkpoint(force=True) == {}
+
+
+# -- A shard moved off a live member ------------------------------------------------------------------------------
+async def test_a_shard_an_assignment_moves_away_is_fired_until_its_new_owner_has_checkpointed_past_the_move(
+    parts: Parts,
+) -> None:
+    await parts.own(1, 2, epoch=1)
+    ownership = parts.ownership
+    await ownership.apply(OwnershipChange(2, frozenset(), frozenset({2}), frozenset({1})))
+    assert set(parts.table.owned) == {1, 2} and set(ownership.moving) == {2}  # still fired: no gap
+    assert set(await parts.checkpointer.checkpoint(force=True)) == {1}  # its new owner checkpoints it, not us
+    await parts.store.advance_checkpoints({2: NOW - timedelta(seconds=1)}, 2, "new", NOW)  # before the move
+    await ownership._drop_taken(await parts.store.read_checkpoints({2}))
+    assert set(parts.table.owned) == {1, 2}
+    await parts.store.advance_checkpoints({2: NOW}, 2, "new", NOW)  # past it, under the moving epoch
+    await ownership._drop_taken(await parts.store.read_checkpoints({2}))
+    assert set(parts.table.owned) == {1} and ownership.moving == {}
+
+
+async def test_a_moved_shard_given_back_is_kept_and_one_nobody_takes_is_dropped_at_its_deadline(parts: Parts) -> None:
+    await parts.own(1, 2, 3, epoch=1)
+    ownership = parts.ownership
+    await ownership.apply(OwnershipChange(2, frozenset(), frozenset({2, 3}), frozenset({1})))
+    await ownership.apply(OwnershipChange(3, frozenset(), frozenset(), frozenset({1, 2, 3})))  # 2 and 3 back
+    assert ownership.moving == {}
+    await ownership.apply(OwnershipChange(4, frozenset(), frozenset({3}), frozenset({1, 2})))
+    parts.mono += parts.settings.dispatcher.handover_timeout_s + 1
+    await ownership._drop_taken({})
+    assert set(parts.table.owned) == {1, 2} and ownership.moving == {}
+
+
+async def test_a_lost_session_drops_the_moving_shards_too(parts: Parts) -> None:
+    await parts.own(1, 2, epoch=1)
+    await parts.ownership.apply(OwnershipChange(2, frozenset(), frozenset({2}), frozenset({1})))
+    parts.ownership.on_session(SessionState.LOST)
+    assert parts.table.owned == {} and parts.ownership.moving == {}
