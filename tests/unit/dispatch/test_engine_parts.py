@@ -153,6 +153,48 @@ async def test_an_acquisition_whose_read_failed_leaves_no_shard_half_owned(
     assert parts.table.owned == {}
 
 
+async def test_a_take_over_puts_the_rows_due_now_in_the_wheel_before_it_reads_the_backlog(
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, run = job(NOW)
+    shards = range(3 * SHARDS_PER_READ)
+    for shard in shards:
+        await parts.store.advance_checkpoints({shard: NOW - timedelta(minutes=4)}, 1, "gone", NOW)
+    due_now, backlog = replace(run, shard=5, run_id=uuid.uuid4()), replace(run, shard=6, run_id=uuid.uuid4())
+    await parts.store.write_due_row(due_now, NOW - timedelta(seconds=2), 0, RunKind.RUN)
+    await parts.store.write_due_row(backlog, NOW - timedelta(minutes=5), 0, RunKind.RUN)
+    in_wheel_at_read: list[tuple[datetime, bool]] = []
+    read_shards = parts.store.read_shards
+
+    async def watched(group: list[int], since: datetime, until: datetime) -> list[DueRun]:
+        known = any(key[0] == due_now.run_id for key in parts.table.keys_by_shard[5])
+        in_wheel_at_read.append((since, known))
+        return await read_shards(group, since, until)
+
+    monkeypatch.setattr(parts.store, "read_shards", watched)
+    await parts.own(*shards, epoch=2)
+    grace = timedelta(seconds=parts.settings.dispatcher.resume_grace_s)
+    backlog_reads = [known for since, known in in_wheel_at_read if since < NOW - timedelta(minutes=1)]
+    assert backlog_reads and all(backlog_reads)  # every read of the backlog went out after the row due now was in
+    assert len(in_wheel_at_read) - len(backlog_reads) <= 3 * 3  # the minutes around now: three per group of shards
+    ids = {key[0] for key in parts.table.keys_by_shard[5] | parts.table.keys_by_shard[6]}
+    assert ids == {due_now.run_id, backlog.run_id}  # the backlog since checkpoint minus grace is still read
+    assert all(st.scanned and st.start == NOW - timedelta(minutes=4) - grace for st in parts.table.owned.values())
+
+
+async def test_a_take_over_of_a_handed_over_shard_reads_nothing_before_its_mark_minus_the_handover_grace(
+    parts: Parts,
+) -> None:
+    _, run = job(NOW)
+    await parts.store.advance_checkpoints({1: NOW - timedelta(seconds=2)}, 1, f"old{LEAVING_TAG}", NOW)
+    fired, pending = replace(run, shard=1, run_id=uuid.uuid4()), replace(run, shard=1, run_id=uuid.uuid4())
+    await parts.store.write_due_row(fired, NOW - timedelta(seconds=15), 0, RunKind.RUN)  # inside the lookback
+    await parts.store.write_due_row(pending, NOW - timedelta(seconds=5), 0, RunKind.RUN)
+    await parts.own(1, epoch=2)
+    assert {key[0] for key in parts.table.keys_by_shard[1]} == {pending.run_id}
+    assert parts.table.owned[1].start == NOW - timedelta(seconds=7)
+
+
 # -- Horizon ------------------------------------------------------------------------------------------------------
 async def test_an_announced_row_is_taken_only_for_an_owned_shard_inside_the_loaded_horizon(parts: Parts) -> None:
     await parts.own(1)
