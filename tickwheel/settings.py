@@ -63,6 +63,9 @@ class ZooKeeperSettings:
     hosts: str = "127.0.0.1:21810"
     chroot: str = "/tickwheel"
     session_timeout_s: float = 10.0
+    # The longest wait between two rounds of reconnection: kazoo's default doubles up to an hour, so after a
+    # 30 s loss of quorum a client slept 12-25 s more and came back after the new leader had expired its session.
+    reconnect_max_s: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
