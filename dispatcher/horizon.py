@@ -10,7 +10,7 @@ import time
 from collections.abc import Awaitable, Mapping
 from datetime import datetime, timedelta
 
-from dispatcher.preload import accept_near, groups_of, loadable_until
+from dispatcher.preload import accept_near, groups_of, key_of, loadable_until
 from dispatcher.shards import Clock, ShardTable
 from schemas.messages import DueRun
 from tickwheel import metrics
@@ -127,8 +127,14 @@ class Horizon:
             # Lease checks due a minute or more after their claim are left for the rescan by design (never
             # announced: `NearAnnouncer.rescan_finds`); only other rows found here were missed.
             table.insert_all([run for run in runs if run.kind == "lease_check"])
-            found = table.insert_all([run for run in runs if run.kind != "lease_check"])
+            others = [run for run in runs if run.kind != "lease_check"]
+            missed = [run for run in others if not table.is_known(key_of(run), run.shard)]
+            found = table.insert_all(others)
         if found:
             metrics.rescan_found.inc(found)
-            log.warning("rescan found %d runs that neither the preload nor the near-term topic delivered", found)
+            log.warning(
+                "rescan found %d runs that neither the preload nor the near-term topic delivered: %s",
+                found,
+                ", ".join(f"{r.run_id} {r.kind} #{r.attempt} shard {r.shard} due {r.fire_at_ms}" for r in missed[:5]),
+            )  # which ones, so a trace can follow them through the API's, workers' and dispatchers' logs
         return found
