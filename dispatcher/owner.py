@@ -189,6 +189,7 @@ class Ownership:
         starts = asyncio.ensure_future(self._starts(added, now))
         try:
             await self.near.retarget(set(table.owned))  # end offsets before the scan
+            retarget_s = time.perf_counter() - started
             first = first_reads(added, now, table.loaded_until, lookback_s, SHARDS_PER_READ)
             found = await self.horizon.load(first, starts)
             first_s = time.perf_counter() - started
@@ -207,8 +208,9 @@ class Ownership:
         took_s = time.perf_counter() - started
         metrics.preload_seconds.observe(took_s)
         log.info(
-            "acquired %d shards: minutes around now in %.2f s (%d reads), backlog in %.2f s (%d reads), %d runs",
-            len(added), first_s, len(first), took_s - first_s, len(backlog), found,
+            "acquired %d shards: near-term positions in %.2f s, minutes around now in %.2f s (%d reads), backlog in "
+            "%.2f s (%d reads), %d runs",
+            len(added), retarget_s, first_s - retarget_s, len(first), took_s - first_s, len(backlog), found,
         )  # fmt: skip
 
     async def _starts(self, added: frozenset[int], now: datetime) -> dict[int, datetime]:
