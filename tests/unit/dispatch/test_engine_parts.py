@@ -21,13 +21,14 @@ from dispatcher.owner import Ownership
 from dispatcher.ownership import LEAVING_TAG, OwnershipChange
 from dispatcher.preload import SHARDS_PER_READ, key_of
 from dispatcher.shards import Clock, ShardState, ShardTable
-from schemas.messages import DueRun, Lane
+from schemas.messages import DueRun, Lane, topic_names
 from tests.factories import job
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.core.ids import epoch_ms
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
+from tickwheel.store.chain import ChainResult, Step
 from tickwheel.store.memory import MemoryStore
 from tickwheel.store.records import RunKind
 
@@ -292,6 +293,21 @@ async def test_a_shard_an_assignment_moves_away_is_fired_until_its_new_owner_has
     await parts.store.advance_checkpoints({2: NOW}, 2, "new", NOW)  # past it, under the moving epoch
     await ownership._drop_taken(await parts.store.read_checkpoints({2}))
     assert set(parts.table.owned) == {1} and ownership.moving == {}
+
+
+async def test_a_run_chained_on_a_shard_being_handed_over_is_announced_to_its_new_owner(parts: Parts) -> None:
+    _, kept_run = job(NOW)
+    await parts.own(kept_run.shard, kept_run.shard + 1, epoch=1)
+    moved = kept_run.shard + 1
+    await parts.ownership.apply(OwnershipChange(2, frozenset(), frozenset({moved}), frozenset({kept_run.shard})))
+    following = replace(kept_run, shard=moved, run_id=uuid.uuid4(), fire_at=NOW + timedelta(minutes=1))
+    parts.firing._take_written(Step(ChainResult.CHAINED, following=following))
+    parts.firing._take_written(Step(ChainResult.CHAINED, following=replace(following, shard=kept_run.shard)))
+    await asyncio.gather(*parts.tasks)
+    near = parts.bus.on(topic_names(parts.settings.kafka.topic_prefix)["near"])
+    # The new owner may have read that minute before the chaining wrote the row, and we drop the shard (and the row
+    # in our wheel) once it has checkpointed past the move: without the announcement only a rescan found it.
+    assert [(r.run_id, r.shard) for r in near] == [(following.run_id, moved)]
 
 
 async def test_a_moved_shard_given_back_is_kept_and_one_nobody_takes_is_dropped_at_its_deadline(parts: Parts) -> None:
