@@ -38,7 +38,7 @@ async def test_a_dispatcher_taking_shards_with_minutes_of_backlog_fires_the_run_
 
     monkeypatch.setattr(CassandraTables, "read_shards", read)
     monkeypatch.setattr(ShardTable, "insert_all", insert)
-    [d] = await cluster(1)
+    [d] = await cluster(1, acquire_lookback_s=60.0)  # the run stays in the first reads however slow the start is
     await wait_until(lambda: covered([d]))
     await lanes.wait_for(lambda: {due_now.run_id, overdue.run_id} <= {f.run_id for f in lanes.runs()})
 
