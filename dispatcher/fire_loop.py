@@ -17,6 +17,7 @@ from dispatcher.preload import Key
 from dispatcher.shards import Clock, ShardTable
 from schemas.messages import DueRun, encode, topic_names
 from tickwheel import metrics
+from tickwheel.bus.near import announce
 from tickwheel.bus.ports import Publisher
 from tickwheel.core.ids import epoch_ms
 from tickwheel.errors import Unavailable
@@ -58,6 +59,7 @@ class Firing:
         self.table, self.store, self.producer, self.ownership, self.clock = table, store, producer, ownership, clock
         self.name = name
         self.topics = topic_names(settings.kafka.topic_prefix)
+        self.near_partitions, self.shards = settings.kafka.near_partitions, settings.shards
         self.fired_count = 0
         self._spawn = spawn
         self._sending: set[asyncio.Task[Any]] = set()
@@ -209,12 +211,25 @@ class Firing:
         )  # fmt: skip
 
     def _take_written(self, step: Step) -> None:
-        """The next run (or this one, buffered) may fall inside the horizon already loaded: take it directly."""
+        """The next run (or this one, buffered) may fall inside the horizon already loaded: take it directly. Of a
+        shard being handed over (moved away, or all of ours while leaving) it is announced too: its new owner may
+        have read that minute already, and the row leaves our wheel with the shard (found by a rescan only)."""
         written = [r for r in (step.following, step.later) if r is not None]
         loaded_until = self.table.loaded_until
         if written and loaded_until is not None:
             until_ms = epoch_ms(loaded_until)
             self.table.insert_all([buckets.due_run_for(r) for r in written if epoch_ms(r.fire_at) < until_ms])
+        ownership = self.ownership
+        for run in written:
+            if ownership.leaving or run.shard in ownership.moving:
+                self._spawn(self._announce(buckets.due_run_for(run)), f"announce {run.run_id}")
+
+    async def _announce(self, run: DueRun) -> None:
+        """Put a chained row on the near-term topic (a failure is logged: the new owner's rescan finds the row)."""
+        try:
+            await announce(self.producer, self.topics["near"], run, partitions=self.near_partitions, shards=self.shards)
+        except Unavailable as exc:
+            log.warning("announcing a chained run of a shard handed over failed: %s", exc, extra=_context(run))
 
 
 def _context(run: DueRun) -> dict[str, Any]:

@@ -7,13 +7,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Mapping
 from datetime import datetime, timedelta
 
-from dispatcher.preload import accept_near, groups_of, loadable_until
+from dispatcher.preload import accept_near, groups_of, key_of, loadable_until
 from dispatcher.shards import Clock, ShardTable
 from schemas.messages import DueRun
 from tickwheel import metrics
 from tickwheel.bus.ports import NearTermFeed
+from tickwheel.core.acquisition import ShardRead
 from tickwheel.core.ids import epoch_ms
 from tickwheel.settings import DispatcherSettings
 from tickwheel.store.ports import DueRowStore
@@ -44,6 +46,26 @@ class Horizon:
         pages = await asyncio.gather(*(one(start, shards) for start, shards in groups_of(since, until)))
         starts_ms = {shard: epoch_ms(start) for shard, start in since.items()}
         return [run for page in pages for run in page if run.fire_at_ms >= starts_ms[run.shard]]
+
+    async def load(self, reads: list[ShardRead], starts: Awaitable[Mapping[int, datetime]]) -> int:
+        """Send `reads` a few at once, in their order, and insert each one's rows as soon as it answers (from their
+        shard's start in `starts`, awaited before the first insert); how many rows were new."""
+        gate = asyncio.Semaphore(READS_IN_FLIGHT)  # FIFO: the reads go out in the order given
+        shared = asyncio.ensure_future(starts)
+
+        async def one(read: ShardRead) -> int:
+            async with gate:
+                rows = await self.store.read_shards(read.shards, read.since, read.until)
+            since = await shared
+            return self.table.insert_all([run for run in rows if run.fire_at_ms >= epoch_ms(since[run.shard])])
+
+        tasks = [asyncio.ensure_future(one(read)) for read in reads]
+        try:
+            return sum(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            raise
 
     async def extend(self) -> None:
         """Read the minutes between the loaded horizon and the one the clock now allows."""
@@ -105,8 +127,14 @@ class Horizon:
             # Lease checks due a minute or more after their claim are left for the rescan by design (never
             # announced: `NearAnnouncer.rescan_finds`); only other rows found here were missed.
             table.insert_all([run for run in runs if run.kind == "lease_check"])
-            found = table.insert_all([run for run in runs if run.kind != "lease_check"])
+            others = [run for run in runs if run.kind != "lease_check"]
+            missed = [run for run in others if not table.is_known(key_of(run), run.shard)]
+            found = table.insert_all(others)
         if found:
             metrics.rescan_found.inc(found)
-            log.warning("rescan found %d runs that neither the preload nor the near-term topic delivered", found)
+            log.warning(
+                "rescan found %d runs that neither the preload nor the near-term topic delivered: %s",
+                found,
+                ", ".join(f"{r.run_id} {r.kind} #{r.attempt} shard {r.shard} due {r.fire_at_ms}" for r in missed[:5]),
+            )  # which ones, so a trace can follow them through the API's, workers' and dispatchers' logs
         return found

@@ -8,6 +8,7 @@ import asyncio
 import logging
 import time
 from dataclasses import replace
+from datetime import datetime
 
 from dispatcher.horizon import Horizon
 from dispatcher.ownership import (
@@ -20,12 +21,13 @@ from dispatcher.ownership import (
     resume_from,
     taken_over,
 )
-from dispatcher.preload import loadable_until
+from dispatcher.preload import SHARDS_PER_READ, loadable_until
 from dispatcher.shards import Clock, ShardState, ShardTable
 from schemas.messages import ShardAssignment
 from tickwheel import metrics
 from tickwheel.bus.ports import NearTermFeed
 from tickwheel.coordination.zookeeper import SessionState
+from tickwheel.core.acquisition import backlog_reads, first_from, first_reads
 from tickwheel.settings import Settings
 from tickwheel.store.ports import CheckpointStore
 from tickwheel.store.records import Checkpoint
@@ -175,30 +177,56 @@ class Ownership:
             metrics.owned_shards.set(len(table.owned))
 
     async def _acquire(self, added: frozenset[int]) -> None:
-        table, now = self.table, self.clock.now()
-        marks = await self.store.read_checkpoints(added)
+        """Own `added` and read their rows into the wheel: the minutes around now first, fired as each read answers
+        (the checkpoints are read meanwhile), then the backlog since each checkpoint minus the grace
+        (tickwheel/core/acquisition.py). The shards are scanned, so checkpointed and handed over, only after both."""
+        table, now, lookback_s = self.table, self.clock.now(), self.cfg.acquire_lookback_s
         if table.loaded_until is None:
             table.loaded_until = loadable_until(now, self.cfg.preload_horizon_s)
+        for shard in added:
+            table.owned[shard] = ShardState(start=first_from(now, lookback_s))  # its start once the marks are read
+        started = time.perf_counter()
+        starts = asyncio.ensure_future(self._starts(added, now))
+        try:
+            await self.near.retarget(set(table.owned))  # end offsets before the scan
+            retarget_s = time.perf_counter() - started
+            first = first_reads(added, now, table.loaded_until, lookback_s, SHARDS_PER_READ)
+            found = await self.horizon.load(first, starts)
+            first_s = time.perf_counter() - started
+            backlog = backlog_reads(await starts, first_from(now, lookback_s), SHARDS_PER_READ)
+            found += await self.horizon.load(backlog, starts)
+        except BaseException:
+            starts.cancel()
+            if starts.done() and not starts.cancelled():
+                starts.exception()  # retrieved: the error that matters is the one raised below
+            for shard in added:
+                table.drop_shard(shard)
+            raise
+        for shard in added:
+            if shard in table.owned:
+                table.owned[shard] = replace(table.owned[shard], scanned=True)
+        took_s = time.perf_counter() - started
+        metrics.preload_seconds.observe(took_s)
+        log.info(
+            "acquired %d shards: near-term positions in %.2f s, minutes around now in %.2f s (%d reads), backlog in "
+            "%.2f s (%d reads), %d runs",
+            len(added), retarget_s, first_s - retarget_s, len(first), took_s - first_s, len(backlog), found,
+        )  # fmt: skip
+
+    async def _starts(self, added: frozenset[int], now: datetime) -> dict[int, datetime]:
+        """Where this owner starts each shard: its checkpoint minus the grace (`resume_from`)."""
+        marks = await self.store.read_checkpoints(added)
+        starts = {}
         for shard in added:
             mark = marks.get(shard)
             handed_over = mark is not None and mark.owner.endswith(LEAVING_TAG)
             start = resume_from(
                 mark.fired_through if mark else None, now, self.cfg.resume_grace_s, handed_over=handed_over
             )
-            table.owned[shard] = ShardState(start=start)
-        started = time.perf_counter()
-        try:
-            await self.near.retarget(set(table.owned))  # end offsets before the scan
-            runs = await self.horizon.read({s: table.owned[s].start for s in added}, table.loaded_until)
-        except BaseException:
-            for shard in added:
-                table.drop_shard(shard)
-            raise
-        table.insert_all(runs)
-        for shard in added:
-            if shard in table.owned:
-                table.owned[shard] = replace(table.owned[shard], scanned=True)
-        metrics.preload_seconds.observe(time.perf_counter() - started)
+            if shard in self.table.owned:
+                self.table.owned[shard] = replace(self.table.owned[shard], start=start)
+            starts[shard] = start
+        return starts
 
     async def hand_over(self, timeout_s: float, poll_s: float = 0.25) -> int:
         """Leaving (after `Dispatcher.begin_leaving`): keep firing each shard until its new owner has taken it:

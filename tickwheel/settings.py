@@ -63,6 +63,9 @@ class ZooKeeperSettings:
     hosts: str = "127.0.0.1:21810"
     chroot: str = "/tickwheel"
     session_timeout_s: float = 10.0
+    # The longest wait between two rounds of reconnection: kazoo's default doubles up to an hour, so after a
+    # 30 s loss of quorum a client slept 12-25 s more and came back after the new leader had expired its session.
+    reconnect_max_s: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,10 @@ class DispatcherSettings:
     rescan_interval_s: float = 30.0
     checkpoint_interval_s: float = 2.0
     resume_grace_s: int = 120
+    # Taking shards over, the rows due from this long ago to the loaded horizon are read (and fired) first, the backlog
+    # since the checkpoints after (tickwheel/core/acquisition.py): it covers how long a dead owner can have stopped
+    # firing before the take-over began (1-3 s for a killed or stopped dispatcher, the session timeout at worst).
+    acquire_lookback_s: float = 20.0
     capacity_per_s: int = 20_000
     fire_concurrency: int = 256
     # One LWT per moved shard per write: 1024 shards every 10 s were ~100 LWT/s on an idle box. A new owner reads

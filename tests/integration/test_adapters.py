@@ -89,6 +89,36 @@ async def test_many_messages_sent_at_once_are_each_acknowledged_at_their_own_off
     assert sorted(acks) == [(0, offset) for offset in range(200)]  # a fresh topic: every offset once
 
 
+async def test_end_offsets_are_read_while_the_consumer_waits_in_a_poll(settings: Settings, namespace: str) -> None:
+    topic = f"{namespace}.ends"
+    await ensure_topics(settings.kafka, {topic: 2})
+    producer = KafkaProducer(settings.kafka)
+    await asyncio.gather(*(producer.send(topic, b"x", partition=1) for _ in range(3)))
+    await producer.close()
+    consumer = KafkaConsumer(settings.kafka)
+    await consumer.assign([(topic, 0, OFFSET_BEGINNING)])
+    done: list[str] = []
+
+    async def poll() -> None:
+        await consumer.poll(10, 5.0)  # partition 0 is empty: the consumer's thread waits out the 5 s
+        done.append("poll")
+
+    async def ends() -> dict[int, int]:
+        await asyncio.sleep(0.2)  # the poll is under way
+        found = await consumer.end_offsets(topic, [0, 1])
+        done.append("end_offsets")
+        return found
+
+    try:
+        _, found = await asyncio.gather(poll(), ends())
+    finally:
+        await consumer.close()
+    assert found == {0: 0, 1: 3}
+    # A dispatcher taking shards reads these before its first read of them; asked behind the consumer's own fetches
+    # they waited up to fetch.wait.max.ms per partition (2 s for four at a take-over).
+    assert done == ["end_offsets", "poll"]
+
+
 async def test_an_ephemeral_znode_is_gone_after_its_session_closes(settings: Settings, namespace: str) -> None:
     zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
     await zk.start()

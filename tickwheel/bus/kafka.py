@@ -147,6 +147,14 @@ class KafkaConsumer:
         }
         self._consumer = Consumer({**config, **(extra or {})})
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-consumer")
+        self._offsets_config = {
+            "bootstrap.servers": settings.bootstrap,
+            "group.id": "tickwheel-offsets",
+            "enable.auto.commit": False,
+        }
+        self._offsets: Consumer | None = None
+        """A consumer of its own for offset queries, made on first use (`end_offsets`)."""
+        self._offsets_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-offsets")
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._thread, fn, *args)
@@ -160,18 +168,22 @@ class KafkaConsumer:
         await self._run(self._consumer.assign, [TopicPartition(t, p, o) for t, p, o in assignments])
 
     async def end_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
-        """The next offset to be written in each partition (the high watermark)."""
+        """The next offset to be written in each partition (the high watermark). Asked on a consumer that fetches
+        nothing: a broker answers a connection's requests in order, so on one with partitions assigned each query
+        waited behind the fetch long-poll (`fetch.wait.max.ms`, 500 ms), 2 s for the four near-term partitions of
+        a take-over (the dispatcher reads them before its first read of the shards)."""
 
         def read() -> dict[int, int]:
-            return {
-                p: self._consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions
-            }
+            if self._offsets is None:
+                self._offsets = Consumer(self._offsets_config)
+            offsets = self._offsets
+            return {p: offsets.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
 
         try:
-            offsets: dict[int, int] = await self._run(read)
+            ends: dict[int, int] = await asyncio.get_running_loop().run_in_executor(self._offsets_thread, read)
         except KafkaException as exc:
             raise Unavailable(f"Kafka did not report offsets: {exc}") from exc
-        return offsets
+        return ends
 
     async def poll(self, max_records: int = 500, timeout_s: float = 0.5) -> list[Record]:
         """Up to `max_records` messages, waiting at most `timeout_s`; error events are logged, not returned."""
@@ -200,6 +212,10 @@ class KafkaConsumer:
         """Close the consumer (a group member leaves, so its partitions move at once) and stop its thread."""
         await self._run(self._consumer.close)
         self._thread.shutdown(wait=True)
+        offsets, self._offsets = self._offsets, None
+        if offsets is not None:
+            await asyncio.get_running_loop().run_in_executor(self._offsets_thread, offsets.close)
+        self._offsets_thread.shutdown(wait=True)
 
 
 def _record(msg: Message) -> Record:

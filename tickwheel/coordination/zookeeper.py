@@ -16,6 +16,7 @@ from typing import Any
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
 
 from tickwheel.errors import Unavailable
 from tickwheel.settings import ZooKeeperSettings
@@ -43,13 +44,22 @@ _FROM_KAZOO = {
 }
 
 
+def reconnect_policy(settings: ZooKeeperSettings) -> KazooRetry:
+    """Reconnect forever, the wait between two rounds over the servers doubling from 0.1 s up to
+    `reconnect_max_s`: a session is renewed by a new leader for its timeout only, and a client that sleeps longer
+    than that after an election finds it expired (kazoo's default grows to an hour)."""
+    return KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=settings.reconnect_max_s)
+
+
 class ZooKeeper:
     """A kazoo client under a chroot, awaitable operations, and state listeners called on the event loop."""
 
     def __init__(self, settings: ZooKeeperSettings, *, chroot: str | None = None):
         self.root = chroot if chroot is not None else settings.chroot
         # Connect without the chroot, create it, then apply it: kazoo refuses to start under a missing chroot.
-        self.client = KazooClient(hosts=settings.hosts, timeout=settings.session_timeout_s)
+        self.client = KazooClient(
+            hosts=settings.hosts, timeout=settings.session_timeout_s, connection_retry=reconnect_policy(settings)
+        )
         self._settings = settings
         self._listeners: list[Callable[[SessionState], None]] = []
         self._loop: asyncio.AbstractEventLoop | None = None

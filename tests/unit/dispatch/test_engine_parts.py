@@ -21,13 +21,14 @@ from dispatcher.owner import Ownership
 from dispatcher.ownership import LEAVING_TAG, OwnershipChange
 from dispatcher.preload import SHARDS_PER_READ, key_of
 from dispatcher.shards import Clock, ShardState, ShardTable
-from schemas.messages import DueRun, Lane
+from schemas.messages import DueRun, Lane, topic_names
 from tests.factories import job
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.core.ids import epoch_ms
 from tickwheel.errors import Unavailable
 from tickwheel.settings import Settings
+from tickwheel.store.chain import ChainResult, Step
 from tickwheel.store.memory import MemoryStore
 from tickwheel.store.records import RunKind
 
@@ -153,6 +154,48 @@ async def test_an_acquisition_whose_read_failed_leaves_no_shard_half_owned(
     assert parts.table.owned == {}
 
 
+async def test_a_take_over_puts_the_rows_due_now_in_the_wheel_before_it_reads_the_backlog(
+    parts: Parts, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, run = job(NOW)
+    shards = range(3 * SHARDS_PER_READ)
+    for shard in shards:
+        await parts.store.advance_checkpoints({shard: NOW - timedelta(minutes=4)}, 1, "gone", NOW)
+    due_now, backlog = replace(run, shard=5, run_id=uuid.uuid4()), replace(run, shard=6, run_id=uuid.uuid4())
+    await parts.store.write_due_row(due_now, NOW - timedelta(seconds=2), 0, RunKind.RUN)
+    await parts.store.write_due_row(backlog, NOW - timedelta(minutes=5), 0, RunKind.RUN)
+    in_wheel_at_read: list[tuple[datetime, bool]] = []
+    read_shards = parts.store.read_shards
+
+    async def watched(group: list[int], since: datetime, until: datetime) -> list[DueRun]:
+        known = any(key[0] == due_now.run_id for key in parts.table.keys_by_shard[5])
+        in_wheel_at_read.append((since, known))
+        return await read_shards(group, since, until)
+
+    monkeypatch.setattr(parts.store, "read_shards", watched)
+    await parts.own(*shards, epoch=2)
+    grace = timedelta(seconds=parts.settings.dispatcher.resume_grace_s)
+    backlog_reads = [known for since, known in in_wheel_at_read if since < NOW - timedelta(minutes=1)]
+    assert backlog_reads and all(backlog_reads)  # every read of the backlog went out after the row due now was in
+    assert len(in_wheel_at_read) - len(backlog_reads) <= 3 * 3  # the minutes around now: three per group of shards
+    ids = {key[0] for key in parts.table.keys_by_shard[5] | parts.table.keys_by_shard[6]}
+    assert ids == {due_now.run_id, backlog.run_id}  # the backlog since checkpoint minus grace is still read
+    assert all(st.scanned and st.start == NOW - timedelta(minutes=4) - grace for st in parts.table.owned.values())
+
+
+async def test_a_take_over_of_a_handed_over_shard_reads_nothing_before_its_mark_minus_the_handover_grace(
+    parts: Parts,
+) -> None:
+    _, run = job(NOW)
+    await parts.store.advance_checkpoints({1: NOW - timedelta(seconds=2)}, 1, f"old{LEAVING_TAG}", NOW)
+    fired, pending = replace(run, shard=1, run_id=uuid.uuid4()), replace(run, shard=1, run_id=uuid.uuid4())
+    await parts.store.write_due_row(fired, NOW - timedelta(seconds=15), 0, RunKind.RUN)  # inside the lookback
+    await parts.store.write_due_row(pending, NOW - timedelta(seconds=5), 0, RunKind.RUN)
+    await parts.own(1, epoch=2)
+    assert {key[0] for key in parts.table.keys_by_shard[1]} == {pending.run_id}
+    assert parts.table.owned[1].start == NOW - timedelta(seconds=7)
+
+
 # -- Horizon ------------------------------------------------------------------------------------------------------
 async def test_an_announced_row_is_taken_only_for_an_owned_shard_inside_the_loaded_horizon(parts: Parts) -> None:
     await parts.own(1)
@@ -250,6 +293,21 @@ async def test_a_shard_an_assignment_moves_away_is_fired_until_its_new_owner_has
     await parts.store.advance_checkpoints({2: NOW}, 2, "new", NOW)  # past it, under the moving epoch
     await ownership._drop_taken(await parts.store.read_checkpoints({2}))
     assert set(parts.table.owned) == {1} and ownership.moving == {}
+
+
+async def test_a_run_chained_on_a_shard_being_handed_over_is_announced_to_its_new_owner(parts: Parts) -> None:
+    _, kept_run = job(NOW)
+    await parts.own(kept_run.shard, kept_run.shard + 1, epoch=1)
+    moved = kept_run.shard + 1
+    await parts.ownership.apply(OwnershipChange(2, frozenset(), frozenset({moved}), frozenset({kept_run.shard})))
+    following = replace(kept_run, shard=moved, run_id=uuid.uuid4(), fire_at=NOW + timedelta(minutes=1))
+    parts.firing._take_written(Step(ChainResult.CHAINED, following=following))
+    parts.firing._take_written(Step(ChainResult.CHAINED, following=replace(following, shard=kept_run.shard)))
+    await asyncio.gather(*parts.tasks)
+    near = parts.bus.on(topic_names(parts.settings.kafka.topic_prefix)["near"])
+    # The new owner may have read that minute before the chaining wrote the row, and we drop the shard (and the row
+    # in our wheel) once it has checkpointed past the move: without the announcement only a rescan found it.
+    assert [(r.run_id, r.shard) for r in near] == [(following.run_id, moved)]
 
 
 async def test_a_moved_shard_given_back_is_kept_and_one_nobody_takes_is_dropped_at_its_deadline(parts: Parts) -> None:

@@ -90,6 +90,13 @@ def command(stack_dir: Path, name: str = NAME) -> list[str]:
         "-XX:+ExitOnOutOfMemoryError",
         f"-Dlog4j.configuration=file:{home / 'log4j.properties'}",
         "-Dzookeeper.admin.enableServer=false",
+        # After a leader is lost, the new leader binds its quorum port only once it has finished the election
+        # and built its server: a follower that tries before that gives up after five tries 100 ms apart and goes
+        # back to LOOKING, and the leader, waiting for a quorum, held on for initLimit * tickTime (20 s) before a
+        # new election (~30 s without quorum at load 20-25, docs/reliability.md). Tries 1 s apart give the leader
+        # 4 s to bind; a leader that still sees a voter LOOKING after 2 s of waiting gives up (ZOOKEEPER-3109).
+        "-Dzookeeper.leaderConnectDelayDuringRetryMs=1000",
+        "-Dzookeeper.leader.maxTimeToWaitForEpoch=2000",
         "-cp",
         classpath,
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
