@@ -486,23 +486,36 @@ class Nemesis:
 
 
 async def nemesis_loop(
-    nemesis: Nemesis, faults: list[str], warmup_s: float, gap_s: float, settle_s: float, until: float
+    nemesis: Nemesis,
+    faults: list[str],
+    warmup_s: float,
+    gap_s: float,
+    settle_s: float,
+    until: float,
+    rng: random.Random,
+    repeat: bool,
 ) -> list[Window]:
+    """Each fault once in `faults`' order; with `repeat`, again in a fresh seeded order until the time is up."""
     windows: list[Window] = []
     await asyncio.sleep(warmup_s)
-    for fault in faults:
-        if time.monotonic() > until - settle_s:
-            nemesis.say(f"no time left for {fault}")
-            break
-        start = datetime.now(UTC)
-        try:
-            name = await nemesis.run(fault)
-        except Exception as exc:  # a heal that failed is a finding: report it in the window, go on
-            nemesis.say(f"{fault}: {exc!r}")
-            name = f"{fault} (heal failed)"
-        windows.append(Window(name, start, datetime.now(UTC) + timedelta(seconds=settle_s)))
-        await asyncio.sleep(settle_s + gap_s)
-    return windows
+    order = list(faults)
+    while True:
+        for fault in order:
+            if time.monotonic() > until - settle_s:
+                nemesis.say(f"no time left for {fault}")
+                return windows
+            start = datetime.now(UTC)
+            try:
+                name = await nemesis.run(fault)
+            except Exception as exc:  # a heal that failed is a finding: report it in the window, go on
+                nemesis.say(f"{fault}: {exc!r}")
+                name = f"{fault} (heal failed)"
+            windows.append(Window(name, start, datetime.now(UTC) + timedelta(seconds=settle_s), fault))
+            await asyncio.sleep(settle_s + gap_s)
+        if not repeat:
+            return windows
+        order = list(faults)
+        rng.shuffle(order)
 
 
 # --- reading the history back ------------------------------------------------------------------------------
@@ -612,7 +625,7 @@ async def soak(args: argparse.Namespace, base: Settings | None = None) -> list[W
         until = time.monotonic() + args.minutes * 60
         await load.start_crons()
         windows, *_ = await asyncio.gather(
-            nemesis_loop(nemesis, faults, args.warmup_s, args.gap_s, args.settle_s, until),
+            nemesis_loop(nemesis, faults, args.warmup_s, args.gap_s, args.settle_s, until, rng, args.repeat),
             load.every(1 / args.rate, until, load.one_off),
             load.every(10, until, load.failing),
             load.every(5, until, load.to_kafka),
@@ -637,7 +650,14 @@ async def soak(args: argparse.Namespace, base: Settings | None = None) -> list[W
             print(f"dropping keyspace {settings.cassandra.keyspace} failed (drop it by hand): {exc!r}", flush=True)
         await store.close()
     rows = check_windows(
-        expected, calls, windows, now=load_end, finals=finals, requests=load.requests, early_slack_s=0.0
+        expected,
+        calls,
+        windows,
+        now=load_end,
+        finals=finals,
+        requests=load.requests,
+        early_slack_s=0.0,
+        by_fault=args.repeat,
     )
     write_report(args, stack_dir, started, load_end, rows, nemesis.log, load)
     if getattr(args, "history", None):
@@ -707,6 +727,9 @@ def main() -> int:
     parser.add_argument("--rate", type=float, default=2.0, help="one-off runs created per second")
     parser.add_argument("--faults", type=lambda v: v.split(","), default=list(FAULTS), help=",".join(FAULTS))
     parser.add_argument("--warmup-s", type=float, default=45.0)
+    parser.add_argument(
+        "--repeat", action="store_true", help="repeat the faults (a new seeded order each round) until the time is up"
+    )
     parser.add_argument("--gap-s", type=float, default=10.0, help="quiet time between fault windows")
     parser.add_argument("--settle-s", type=float, default=20.0, help="a window lasts this long after the heal")
     parser.add_argument("--down-s", type=float, default=20.0, help="how long a server stays stopped")

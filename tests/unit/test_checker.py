@@ -119,3 +119,23 @@ def test_a_run_due_in_a_window_and_called_after_it_shows_its_lag_there() -> None
     assert fault.report.lag_s["p99"] == 4.5 and steady.report.expected == 0
     assert steady.report.lag_s == {} and steady.row().startswith("| steady | 0 | 0 | 0 | 0 | - | - | - |")
     assert overall.report.delivered == 1
+
+
+def test_by_fault_the_repeats_of_a_fault_are_one_row_whichever_node_they_hit() -> None:
+    runs = expected(10)
+    windows = [
+        Window("SIGKILL worker-1", T0, T0 + timedelta(seconds=2), "kill-worker"),
+        Window("stop cassandra-2", T0 + timedelta(seconds=2), T0 + timedelta(seconds=4), "cassandra"),
+        Window("SIGKILL worker-2", T0 + timedelta(seconds=6), T0 + timedelta(seconds=8), "kill-worker"),
+    ]
+    calls = [call_for(r, after_s=3.0 if i == 7 else 0.1) for i, r in enumerate(runs)]
+    reports = check_windows(
+        runs, calls, windows, now=T0 + timedelta(minutes=1), finals={}, requests=[], by_fault=True
+    )
+    assert [r.window for r in reports] == ["kill-worker x2", "cassandra x1", "steady", "overall"]
+    [worker, cassandra, steady, _] = reports
+    assert (worker.report.expected, cassandra.report.expected, steady.report.expected) == (4, 2, 4)
+    assert worker.report.lag_s["max"] == 3.0 and steady.report.lag_s["max"] == 0.1
+    assert [r.window for r in check_windows(runs, calls, windows, now=T0, finals={}, requests=[])][:3] == [
+        "SIGKILL worker-1", "stop cassandra-2", "SIGKILL worker-2",
+    ]  # fmt: skip

@@ -134,6 +134,7 @@ class Window:
     name: str
     start: datetime
     end: datetime
+    fault: str = ""  # the fault's kind ("kill-worker"), shared by its repeats; the name says which node
 
     def holds(self, at: datetime) -> bool:
         return self.start <= at < self.end
@@ -174,6 +175,15 @@ TABLE_HEADER = (
 )
 
 
+def _window_groups(windows: Sequence[Window], by_fault: bool) -> list[tuple[str, list[Window]]]:
+    if not by_fault:
+        return [(w.name, [w]) for w in windows]
+    kinds: dict[str, list[Window]] = {}
+    for window in windows:
+        kinds.setdefault(window.fault or window.name, []).append(window)
+    return [(f"{kind} x{len(spans)}", spans) for kind, spans in kinds.items()]
+
+
 def check_windows(
     expected: Sequence[Expected],
     calls: Sequence[Call],
@@ -183,8 +193,10 @@ def check_windows(
     finals: Mapping[uuid.UUID, str],
     requests: Sequence[ApiRequest],
     early_slack_s: float = 0.0,
+    by_fault: bool = False,
 ) -> list[WindowReport]:
-    """One report per window, then "steady" (outside every window), then "overall".
+    """One report per window (per fault kind with `by_fault`, its repeats together), then "steady" (outside every
+    window), then "overall".
 
     A call is matched to its run wherever it falls in time, so a run due in a window and called after it counts
     in that window (its lag shows the fault). `finals` is each run's status at the end; a run missing from it or
@@ -192,9 +204,13 @@ def check_windows(
     """
     due = [e for e in expected if e.due_at <= now]
     groups: list[tuple[str, list[Expected], list[ApiRequest]]] = []
-    for window in windows:
+    for name, spans in _window_groups(windows, by_fault):
         groups.append(
-            (window.name, [e for e in due if window.holds(e.due_at)], [r for r in requests if window.holds(r.at)])
+            (
+                name,
+                [e for e in due if any(w.holds(e.due_at) for w in spans)],
+                [r for r in requests if any(w.holds(r.at) for w in spans)],
+            )
         )
     steady = [e for e in due if not any(w.holds(e.due_at) for w in windows)]
     quiet = [r for r in requests if not any(w.holds(r.at) for w in windows)]
