@@ -118,6 +118,24 @@ async def test_batches_arriving_while_one_is_in_flight_leave_together_when_it_is
     assert logged and grouped_names[:6] == [cql for cql, _ in rows_of("job1")]  # each caller's rows together
 
 
+async def test_the_group_queued_behind_a_group_leaves_in_the_same_step_as_that_ones_acknowledgement() -> None:
+    send = Held()
+    grouped = GroupedBatches(send)
+    first = asyncio.ensure_future(grouped.write(rows_of("job0")))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(grouped.write(rows_of("job1")))
+    await rounds()
+    send.ack(0)
+    await rounds()  # job1's group is in flight, from a task of its own
+    third = asyncio.ensure_future(grouped.write(rows_of("job2")))
+    await rounds()
+    send.ack(1)
+    await asyncio.sleep(0)  # one step: job1's group task answers job1 and sends job2's group itself
+    assert [callers_in(names) for names, _ in send.sent] == [["job0"], ["job1"], ["job2"]]
+    send.ack(2)
+    await asyncio.gather(first, second, third)
+
+
 async def test_once_everything_is_acknowledged_the_next_batch_leaves_at_once_again() -> None:
     send = Held()
     grouped = GroupedBatches(send)

@@ -121,25 +121,41 @@ class GroupedBatches:
         await self._send([entry], logged)
         await done
 
-    def _flush(self, logged: bool) -> None:
+    def _flush(self, logged: bool, *, carry: bool = False) -> list[Queued] | None:
+        """Send what is queued as few groups, each from a task of its own; with `carry`, the first group is
+        returned instead, for the group task calling to send itself (a loop round sooner than a new task)."""
         queued, self._queued[logged] = self._queued[logged], []
         sizes = [(len(rows), size) for rows, size, _ in queued]
-        for group in groups_of(sizes, self.max_rows, self.max_bytes):
-            self._sending[logged] += 1  # counted now, so that callers arriving before the task starts queue
-            task = asyncio.ensure_future(self._send([queued[i] for i in group], logged))
+        groups = [[queued[i] for i in group] for group in groups_of(sizes, self.max_rows, self.max_bytes)]
+        self._sending[logged] += len(groups)  # counted now, so that callers arriving before they leave queue
+        first = groups.pop(0) if carry else None
+        for group in groups:
+            task = asyncio.ensure_future(self._carry(group, logged))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
+        return first
 
-    async def _send(self, group: list[Queued], logged: bool) -> None:
+    async def _carry(self, group: list[Queued], logged: bool) -> None:
+        """A group's task: send it, then, as long as callers queued meanwhile, the first group of them."""
+        following: list[Queued] | None = group
+        while following is not None:
+            following = await self._send(following, logged, carry=True)
+
+    async def _send(self, group: list[Queued], logged: bool, *, carry: bool = False) -> list[Queued] | None:
         """Write one group (counted in `_sending` by the caller) and answer its callers; then send what queued
-        meanwhile."""
+        meanwhile (with `carry`, its first group is returned for the caller to send)."""
         sending, queued = self._sending, self._queued  # this loop's (a store used from another loop starts anew)
         try:
             await self._write_group(group, logged)
-        finally:
+        except BaseException:
             sending[logged] -= 1
             if queued[logged] and queued is self._queued:
-                self._flush(logged)
+                self._flush(logged)  # each group in a task of its own: this one is going away
+            raise
+        sending[logged] -= 1
+        if queued[logged] and queued is self._queued:
+            return self._flush(logged, carry=carry)
+        return None
 
     async def _write_group(self, group: list[Queued], logged: bool) -> None:
         waiting = [done for _, _, done in group if not done.done()]  # a caller gone (cancelled) is not waited for
