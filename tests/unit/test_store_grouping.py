@@ -82,17 +82,18 @@ async def rounds(count: int = 5) -> None:
         await asyncio.sleep(0)
 
 
-def test_a_batch_leaves_at_once_only_with_nothing_in_flight_and_nobody_queued_before_it() -> None:
-    assert leaves_at_once(in_flight=0, queued=0)
-    assert not leaves_at_once(in_flight=1, queued=0)
-    assert not leaves_at_once(in_flight=0, queued=1)
+def test_a_batch_leaves_at_once_only_below_the_threshold_in_flight_and_with_nobody_queued_before_it() -> None:
+    assert leaves_at_once(in_flight=0, queued=0, below=1)
+    assert not leaves_at_once(in_flight=1, queued=0, below=1)
+    assert not leaves_at_once(in_flight=0, queued=1, below=1)
+    assert leaves_at_once(in_flight=3, queued=0) and not leaves_at_once(in_flight=4, queued=0)  # the default: 4
     assert leaves_at_once(in_flight=1, queued=0, below=2)
     assert not leaves_at_once(in_flight=2, queued=0, below=2)
 
 
 async def test_a_lone_batch_is_sent_in_the_callers_own_step_without_waiting_for_the_loop_round() -> None:
     send = Held()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     writing = asyncio.ensure_future(grouped.write(rows_of("alone")))
     await asyncio.sleep(0)  # the caller's first step only
     assert [callers_in(names) for names, _ in send.sent] == [["alone"]]
@@ -102,7 +103,7 @@ async def test_a_lone_batch_is_sent_in_the_callers_own_step_without_waiting_for_
 
 async def test_batches_arriving_while_one_is_in_flight_leave_together_when_it_is_acknowledged() -> None:
     send = Held()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     first = asyncio.ensure_future(grouped.write(rows_of("job0")))
     await asyncio.sleep(0)
     later = [asyncio.ensure_future(grouped.write(rows_of(f"job{i}"))) for i in range(1, 5)]
@@ -120,7 +121,7 @@ async def test_batches_arriving_while_one_is_in_flight_leave_together_when_it_is
 
 async def test_the_group_queued_behind_a_group_leaves_in_the_same_step_as_that_ones_acknowledgement() -> None:
     send = Held()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     first = asyncio.ensure_future(grouped.write(rows_of("job0")))
     await asyncio.sleep(0)
     second = asyncio.ensure_future(grouped.write(rows_of("job1")))
@@ -136,9 +137,23 @@ async def test_the_group_queued_behind_a_group_leaves_in_the_same_step_as_that_o
     await asyncio.gather(first, second, third)
 
 
+async def test_batches_leave_at_once_up_to_the_threshold_in_flight_and_queue_past_it() -> None:
+    send = Held()
+    grouped = GroupedBatches(send, at_once_below=2)
+    writes = [asyncio.ensure_future(grouped.write(rows_of(f"job{i}"))) for i in range(4)]
+    await rounds()
+    assert [callers_in(names) for names, _ in send.sent] == [["job0"], ["job1"]]  # job2 and job3 queued
+    send.ack(1)
+    await rounds()
+    assert [callers_in(names) for names, _ in send.sent] == [["job0"], ["job1"], ["job2", "job3"]]
+    send.ack(0)
+    send.ack(2)
+    await asyncio.gather(*writes)
+
+
 async def test_once_everything_is_acknowledged_the_next_batch_leaves_at_once_again() -> None:
     send = Held()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     first = asyncio.ensure_future(grouped.write(rows_of("job0")))
     await asyncio.sleep(0)
     second = asyncio.ensure_future(grouped.write(rows_of("job1")))
@@ -156,7 +171,7 @@ async def test_once_everything_is_acknowledged_the_next_batch_leaves_at_once_aga
 
 async def test_a_batch_in_flight_holds_back_only_batches_of_its_own_kind() -> None:
     send = Held()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     logged = asyncio.ensure_future(grouped.write(rows_of("logged")))
     await asyncio.sleep(0)
     unlogged = asyncio.ensure_future(grouped.write(rows_of("unlogged"), logged=False))
@@ -169,14 +184,14 @@ async def test_a_batch_in_flight_holds_back_only_batches_of_its_own_kind() -> No
 
 async def test_the_writes_queued_behind_a_batch_go_out_as_one_batch_and_every_caller_returns() -> None:
     send = Recorder()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     await asyncio.gather(*(grouped.write(rows_of(f"job{i}")) for i in range(5)))
     assert [len(names) for names, _ in send.sent] == [6, 24]  # the first alone, the four behind it together
 
 
 async def test_logged_and_unlogged_writes_are_never_mixed_in_one_batch() -> None:
     send = Recorder()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     await asyncio.gather(grouped.write(rows_of("a")), grouped.write(rows_of("b"), logged=False))
     assert sorted(logged for _, logged in send.sent) == [False, True]
 
@@ -184,7 +199,7 @@ async def test_logged_and_unlogged_writes_are_never_mixed_in_one_batch() -> None
 async def test_a_failed_group_fails_its_callers_only() -> None:
     send = Recorder()
     send.failing = {"job1"}
-    grouped = GroupedBatches(send, max_rows=12)  # job0 alone, then two creates a batch: (job1, job2), (job3)
+    grouped = GroupedBatches(send, max_rows=12, at_once_below=1)  # job0 alone, then (job1, job2), (job3)
     results = await asyncio.gather(*(grouped.write(rows_of(f"job{i}")) for i in range(4)), return_exceptions=True)
     assert [isinstance(r, Unavailable) for r in results] == [False, True, True, False]
     assert len(send.sent) == 3
@@ -193,7 +208,7 @@ async def test_a_failed_group_fails_its_callers_only() -> None:
 async def test_a_group_refused_for_its_content_is_sent_again_caller_by_caller_and_only_the_culprit_fails() -> None:
     send = Recorder()
     send.refused = {"job2"}
-    grouped = GroupedBatches(send)  # job0 alone, then (job1, job2, job3) refused, then each of them alone
+    grouped = GroupedBatches(send, at_once_below=1)  # job0 alone, (job1, job2, job3) refused, then each alone
     results = await asyncio.gather(*(grouped.write(rows_of(f"job{i}")) for i in range(4)), return_exceptions=True)
     assert [type(r).__name__ for r in results] == ["NoneType", "NoneType", "Refused", "NoneType"]
     assert [len(names) for names, _ in send.sent] == [6, 18, 6, 6, 6]
@@ -201,7 +216,7 @@ async def test_a_group_refused_for_its_content_is_sent_again_caller_by_caller_an
 
 async def test_a_callers_rows_are_never_split_across_batches() -> None:
     send = Recorder()
-    grouped = GroupedBatches(send, max_rows=10)
+    grouped = GroupedBatches(send, max_rows=10, at_once_below=1)
     await asyncio.gather(*(grouped.write(rows_of(f"job{i}")) for i in range(4)))
     assert len(send.sent) == 4
     for names, _ in send.sent:
@@ -210,7 +225,7 @@ async def test_a_callers_rows_are_never_split_across_batches() -> None:
 
 async def test_writes_of_later_rounds_go_in_later_batches() -> None:
     send = Recorder()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     await grouped.write(rows_of("first"))
     await grouped.write(rows_of("second"))
     assert len(send.sent) == 2
@@ -218,7 +233,7 @@ async def test_writes_of_later_rounds_go_in_later_batches() -> None:
 
 async def test_a_cancelled_caller_does_not_fail_the_others_of_its_group() -> None:
     send = Recorder()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     first = asyncio.ensure_future(grouped.write(rows_of("first")))
     gone = asyncio.ensure_future(grouped.write(rows_of("gone")))
     stays = asyncio.ensure_future(grouped.write(rows_of("stays")))
@@ -232,7 +247,7 @@ async def test_a_cancelled_caller_does_not_fail_the_others_of_its_group() -> Non
 
 async def test_a_lone_caller_cancelled_in_flight_lets_the_queued_ones_leave() -> None:
     send = Held()
-    grouped = GroupedBatches(send)
+    grouped = GroupedBatches(send, at_once_below=1)
     gone = asyncio.ensure_future(grouped.write(rows_of("gone")))
     await asyncio.sleep(0)
     stays = asyncio.ensure_future(grouped.write(rows_of("stays")))

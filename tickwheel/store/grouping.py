@@ -3,12 +3,12 @@
 A create writes its job's rows in one batch (logged without an Idempotency-Key: all or none; unlogged after the
 keyed create's LWT). At hundreds of creates a second, most of the cost of such a batch is per request, not per
 row: the driver's request and callback, a frame each way, and for a logged batch the coordinator's batchlog
-write and delete. `GroupedBatches.write` is the classic group commit: a caller's batch leaves at once when no
-batch of its kind is in flight (nothing to wait for: grouping would only add latency); while one is, callers
-queue, and when a batch of their kind is acknowledged everything queued leaves as few batches as the size
-limits allow, each caller then seeing its own group's outcome. Under light load a create costs no wait; under
-load the groups grow by themselves to what arrived during one acknowledgement (the pure decision:
-`leaves_at_once`).
+write and delete. `GroupedBatches.write` is a group commit that waits only under load: a caller's batch leaves at
+once while fewer than `SENT_AT_ONCE_BELOW` batches of its kind are in flight (nothing worth waiting for:
+grouping would only add latency); past that, callers queue, and when a batch of their kind is acknowledged
+everything queued leaves as few batches as the size limits allow, each caller then seeing its own group's
+outcome. Under light load a create costs no wait; under load the groups grow by themselves to what arrived
+during one acknowledgement (the pure decision: `leaves_at_once`).
 
 What a caller may rely on is unchanged: its rows are written by exactly one batch of the kind it asked for,
 so a logged write is still all or none for its rows (and for the other callers' rows of the same group, which is
@@ -32,7 +32,11 @@ GROUP_ROWS = 120  # statements per batch: 20 creates of 6 rows
 # value as 16 bytes; the server's count adds some overhead per cell, hence the margin.
 GROUP_BYTES = 24 * 1024
 BATCHES_IN_FLIGHT = 16  # grouped batches sent at once; more callers wait for the next free one
-SENT_AT_ONCE_BELOW = 1  # a batch leaves at once while fewer than this many of its kind are in flight
+# A batch leaves at once while fewer than this many of its kind are in flight. 1 is the textbook group commit, and
+# it cost single creates a quarter of their rate (BENCHMARKS.md, "Create path: group commit only under load"): with
+# one group in flight at a time, a create waits for a whole acknowledgement, loop rounds included. A few in flight
+# (PostgreSQL's commit_siblings is 5) keep light load unwaited and still group the hundreds of a batch request.
+SENT_AT_ONCE_BELOW = 4
 
 
 def leaves_at_once(in_flight: int, queued: int, below: int = SENT_AT_ONCE_BELOW) -> bool:
@@ -103,7 +107,7 @@ class GroupedBatches:
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def write(self, rows: Rows, *, logged: bool = True) -> None:
-        """Write `rows` now if no batch of their kind is in flight, else in the group that leaves when one is
+        """Write `rows` now if few batches of their kind are in flight, else in the group that leaves when one is
         acknowledged; returns once the batch carrying them was acknowledged."""
         loop = asyncio.get_running_loop()
         if loop is not self._loop:  # a store used from another loop (tests): nothing of the old one carries over
