@@ -294,8 +294,8 @@ class CassandraStore:
             raise BatchTooLarge(f"Cassandra refused a batch of {len(statements)} statements as too large") from exc
 
     async def grouped_batch(self, statements: Sequence[tuple[str, Sequence[Any]]], *, logged: bool = True) -> None:
-        """`batch`, sent together with the other grouped batches of this event-loop round (store.grouping: one
-        request for many creates); logged, the rows are still all or none."""
+        """`batch`, sent at once while few are in flight, else together with the other creates' batches queued
+        behind them (store.grouping: one request for many creates); logged, the rows are still all or none."""
         await self._grouped.write(statements, logged=logged)
 
     async def ping(self) -> None:

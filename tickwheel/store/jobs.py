@@ -141,9 +141,9 @@ async def create_keyed_job(
     try:
         await store.grouped_batch(rows, logged=False)
     except BatchTooLarge:
-        # Above the nodes' batch size limit (a large definition, held by the run and the audit row too): the
-        # batch is unlogged, so the same rows one statement each lose no atomicity, and the job just written does
-        # not stay without its run.
+        # Above the nodes' batch size limit (a large definition: the audit row holds it again): the batch is
+        # unlogged, so the same rows one statement each lose no atomicity, and the job just written does not stay
+        # without its run.
         await asyncio.gather(*(store.execute(cql, params) for cql, params in rows))
     return None
 
