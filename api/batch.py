@@ -29,7 +29,7 @@ from tickwheel.errors import InvalidInput, TickwheelError
 from . import quotas
 from .context import api_of, tenant_of
 from .idempotency import KeyedCreate, keyed_batch
-from .jobs import create, parse_definition
+from .jobs import create, earlier_create, parse_definition
 from .problems import error_document
 from .responses import job_document, json_response
 from .wire import parse_json
@@ -61,8 +61,6 @@ async def create_jobs(request: web.Request) -> web.Response:
             await asyncio.sleep(0)  # let the loop's other requests run between slices of a large batch
     # The job quota once for the batch (one round trip, not one per item); items past the quota are refused.
     taken = await quotas.take_job_slots(api, tenant, len(valid))
-    for index, *_ in valid[taken:]:
-        results[index] = _problem(index, quotas.job_quota_exceeded(api, tenant))
     gate = asyncio.Semaphore(ITEMS_AT_ONCE)
 
     async def one(index: int, definition: JobDefinition, schedule: Schedule) -> None:
@@ -70,8 +68,12 @@ async def create_jobs(request: web.Request) -> web.Response:
             item = keyed.item(index) if keyed else None
             results[index] = await _create_item(request, index, definition, schedule, now, item)
 
+    async def past_quota(index: int) -> None:
+        async with gate:  # an item of a batch sent again answers as its replay, not as a new job over the quota
+            results[index] = await _earlier_item(request, index, now, keyed.item(index) if keyed else None)
+
     try:
-        await asyncio.gather(*(one(*item) for item in valid[:taken]))
+        await asyncio.gather(*(one(*item) for item in valid[:taken]), *(past_quota(i) for i, *_ in valid[taken:]))
     finally:
         created = sum(1 for r in results if r is not None and r["status"] == 201 and not r["replayed"])
         await quotas.give_back_job_slots(api, tenant, taken - created)
@@ -112,6 +114,20 @@ async def _create_item(
             log.warning("POST /v1/jobs/batch item %d answered %s: %s", index, exc.status, exc.message)
         return _problem(index, exc)
     return {"index": index, "status": 201, "replayed": replayed, "job": job_document(job)}
+
+
+async def _earlier_item(
+    request: web.Request, index: int, now: datetime, keyed: KeyedCreate | None
+) -> dict[str, Any]:
+    """An item past the tenant's job quota: the job an earlier send of the batch made for it (a replay), else the
+    quota's problem."""
+    try:
+        job = await earlier_create(request, keyed, now)
+    except TickwheelError as exc:
+        return _problem(index, exc)
+    if job is None:
+        return _problem(index, quotas.job_quota_exceeded(api_of(request), tenant_of(request)))
+    return {"index": index, "status": 201, "replayed": True, "job": job_document(job)}
 
 
 def _problem(index: int, exc: TickwheelError) -> dict[str, Any]:

@@ -17,7 +17,15 @@ from tickwheel import metrics
 from tickwheel.core.ids import shard_of
 from tickwheel.core.instants import whole_ms
 from tickwheel.core.schedule import Schedule
-from tickwheel.errors import Conflict, InvalidInput, NotFound, PreconditionFailed, PreconditionRequired
+from tickwheel.errors import (
+    BatchTooLarge,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PayloadTooLarge,
+    PreconditionFailed,
+    PreconditionRequired,
+)
 from tickwheel.model import schedule_of
 from tickwheel.store import jobs as job_store
 from tickwheel.store.buckets import due_run_for
@@ -79,6 +87,18 @@ async def _replayed_job(
                 raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
             await api.store.complete_keyed_job(job, first, now)
     return job
+
+
+async def earlier_create(request: web.Request, keyed: KeyedCreate | None, now: datetime) -> Job | None:
+    """The job an earlier request with this Idempotency-Key made (its replay), or None (no key, or no such job):
+    a tenant at its job quota is refused new jobs, not the answer of one it already has."""
+    if keyed is None:
+        return None
+    api = api_of(request)
+    existing = await api.store.get_keyed_job(keyed.job_id)
+    if existing is None:
+        return None
+    return await _replayed_job(api, keyed, existing, now, run_retention_s(request))
 
 
 async def job_for_tenant(request: web.Request) -> Job:
@@ -144,14 +164,11 @@ async def create(
         run.scheduled_at, run.run_id, 0, None, None, now, now,
     )  # fmt: skip
     if not slot_taken:
-        await quotas.take_job_slot(api, tenant)
-    audit_change = audit.creation_change(request, job)
+        earlier = await _take_slot(request, keyed, now)
+        if earlier is not None:
+            return earlier, True
     try:
-        existing = None
-        if keyed is None:
-            await api.store.create_audited_job(job, run, now, audit_change)
-        else:
-            existing = await api.store.create_keyed_job(job, run, now, keyed.request_hash, audit_change)
+        existing = await _write(request, job, run, now, keyed)
     except BaseException:
         if not slot_taken:
             await quotas.give_back_job_slot(api, tenant)
@@ -165,6 +182,39 @@ async def create(
     await api.near.announce_if_near(due_run_for(run), now)
     log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return job, False
+
+
+async def _take_slot(request: web.Request, keyed: KeyedCreate | None, now: datetime) -> Job | None:
+    """Count the new job against the tenant's quota (None), or, at the quota, the job an earlier request with the
+    same Idempotency-Key made (replayed as it would be below the quota); else the quota's 422."""
+    api, tenant = api_of(request), tenant_of(request)
+    try:
+        await quotas.take_job_slot(api, tenant)
+    except quotas.JobQuotaExceeded:
+        earlier = await earlier_create(request, keyed, now)
+        if earlier is None:
+            raise
+        return earlier
+    return None
+
+
+async def _write(
+    request: web.Request, job: Job, run: NewRun, now: datetime, keyed: KeyedCreate | None
+) -> job_store.KeyedJob | None:
+    """The new job's rows with its first run and audit row: None once written, else (keyed) the job its id names."""
+    api = api_of(request)
+    change = audit.creation_change(request, job)
+    try:
+        if keyed is None:
+            await api.store.create_audited_job(job, run, now, change)
+            return None
+        return await api.store.create_keyed_job(job, run, now, keyed.request_hash, change)
+    except BatchTooLarge as exc:  # a keyless create's one logged batch, refused whole: nothing of it was written
+        raise PayloadTooLarge(
+            "the job's definition is larger than the store's batch size limit allows: send a smaller payload,"
+            f" or create the job with an {HEADER} (its rows need no batch)",
+            field="payload",
+        ) from exc
 
 
 @routes.get("/v1/jobs")

@@ -65,6 +65,10 @@ class PayloadTooLarge(TickwheelError):
     title = "Payload too large"
 
 
+class BatchTooLarge(PayloadTooLarge):
+    """Cassandra refused a batch above its `batch_size_fail_threshold`: nothing of it was written."""
+
+
 class QuotaExceeded(TickwheelError):
     retriable = True
     status = 429

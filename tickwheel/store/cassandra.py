@@ -23,7 +23,7 @@ from collections.abc import Iterable, Sequence
 from types import ModuleType
 from typing import Any
 
-from cassandra import ConsistencyLevel, OperationTimedOut, RequestExecutionException
+from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut, RequestExecutionException
 from cassandra.cluster import (
     EXEC_PROFILE_DEFAULT,
     Cluster,
@@ -43,7 +43,7 @@ from cassandra.protocol import ServerError
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
 
 from tickwheel import metrics
-from tickwheel.errors import Unavailable
+from tickwheel.errors import BatchTooLarge, Unavailable
 from tickwheel.settings import CassandraSettings, host_port
 from tickwheel.store.grouping import GroupedBatches
 from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
@@ -284,11 +284,18 @@ class CassandraStore:
         batch.is_idempotent = idempotent
         _counter("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
-        await _await(future, self.settings.hosts)
+        try:
+            await _await(future, self.settings.hosts)
+        except InvalidRequest as exc:
+            if "Batch too large" not in str(exc):
+                raise
+            # Refused whole for its size (the nodes' batch_size_fail_threshold): what the caller may tell apart
+            # from a failure (a 413, or the rows written one by one where no atomicity is needed).
+            raise BatchTooLarge(f"Cassandra refused a batch of {len(statements)} statements as too large") from exc
 
     async def grouped_batch(self, statements: Sequence[tuple[str, Sequence[Any]]], *, logged: bool = True) -> None:
-        """`batch`, sent together with the other grouped batches of this event-loop round (store.grouping: one
-        request for many creates); logged, the rows are still all or none."""
+        """`batch`, sent at once while few are in flight, else together with the other creates' batches queued
+        behind them (store.grouping: one request for many creates); logged, the rows are still all or none."""
         await self._grouped.write(statements, logged=logged)
 
     async def ping(self) -> None:

@@ -7,6 +7,7 @@ its `jobs` row stays (state DELETED) so its id keeps answering.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -15,6 +16,7 @@ from typing import Any
 from schemas.messages import JobDefinition, encode
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import whole_ms
+from tickwheel.errors import BatchTooLarge
 from tickwheel.model import lane_of, recurs, tolerance_ms_of
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
@@ -136,7 +138,13 @@ async def create_keyed_job(
         return KeyedJob(job_of(current), current.get("request_hash"))
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now), *also]
     # each row is safe to write again; none is visible without the job; grouped with other creates' rows
-    await store.grouped_batch(rows, logged=False)
+    try:
+        await store.grouped_batch(rows, logged=False)
+    except BatchTooLarge:
+        # Above the nodes' batch size limit (a large definition: the audit row holds it again): the batch is
+        # unlogged, so the same rows one statement each lose no atomicity, and the job just written does not stay
+        # without its run.
+        await asyncio.gather(*(store.execute(cql, params) for cql, params in rows))
     return None
 
 
@@ -161,6 +169,12 @@ async def create_job(
     `also` rides in the same batch (the create's audit row)."""
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), (INSERT_JOB, _job_values(job, now))]
     await store.grouped_batch([*rows, listing_row(job, now), *also])  # with other creates' rows: still all or none
+
+
+async def get_keyed_job(store: CassandraStore, job_id: uuid.UUID) -> KeyedJob | None:
+    """The job a keyed create made, with that request's hash (a replay is checked against it); None if none."""
+    rows = await store.execute("SELECT * FROM jobs WHERE job_id = ?", [job_id])
+    return KeyedJob(job_of(rows[0]), rows[0].get("request_hash")) if rows else None
 
 
 async def get_job(store: CassandraStore, job_id: uuid.UUID) -> Job | None:

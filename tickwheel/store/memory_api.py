@@ -81,6 +81,11 @@ class MemoryApiStore(SharedDecisions, MemoryStore):
         await self.create_audited_job(job, first_run, now, change)
         return None
 
+    async def get_keyed_job(self, job_id: uuid.UUID) -> KeyedJob | None:
+        """The job and its request hash, or None."""
+        held = self.jobs.get(job_id)
+        return None if held is None else KeyedJob(held, self.request_hashes.get(job_id))
+
     async def complete_keyed_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
         """The first run if absent, and the listing."""
         if first_run is not None:

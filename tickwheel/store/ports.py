@@ -326,6 +326,10 @@ class JobCatalog(JobStore, ReschedulingStore, Protocol):
         """Write what a keyed create that died after its insert did not: its first run (if absent), its listing."""
         ...
 
+    async def get_keyed_job(self, job_id: uuid.UUID) -> KeyedJob | None:
+        """The job an Idempotency-Key's id names, with the hash of the request that made it; None if never made."""
+        ...
+
     async def reschedule(
         self, job: Job, change: JobChange, next_run: NewRun | None, now: datetime, *, retention_s: int
     ) -> tuple[bool, int | None]:

@@ -255,6 +255,10 @@ class CassandraTables(SharedDecisions):
         """`jobs.complete_keyed_job`."""
         await jobs.complete_keyed_job(self.cql, job, first_run, now)
 
+    async def get_keyed_job(self, job_id: uuid.UUID) -> KeyedJob | None:
+        """`jobs.get_keyed_job`."""
+        return await jobs.get_keyed_job(self.cql, job_id)
+
     async def update_job(self, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
         """`jobs.update_job`."""
         return await jobs.update_job(self.cql, job, change, now)

@@ -79,6 +79,29 @@ async def test_a_payload_near_the_limit_is_created_whole(alice: Caller, keyed: b
     assert read.status == 200 and (await read.json())["payload"] == {"blob": blob}
 
 
+async def test_a_definition_above_the_stores_batch_limit_is_a_413_naming_payload_or_keyed_created_whole(
+    make_client: Any, make_tenant: Any
+):
+    """A definition whose create batch is above the nodes' `batch_size_fail_threshold` (the stack's: 1 MiB; here a
+    payload limit raised past it): keyless, the one logged batch is refused whole, a 413 naming `payload` with
+    nothing written (it was a 500); keyed, the rows after the job's insert go one statement each instead of
+    leaving a job row without its run (it was a 500 and such a job)."""
+    tenant = await make_tenant(await make_client(max_payload_bytes=1400 * 1024))
+    blob = "x" * (1200 * 1024)
+    refused = await tenant.call("POST", "/v1/jobs", json=cron_job(payload={"blob": blob}))
+    assert (await problem_of(refused, 413))["field"] == "payload"
+    assert (await (await tenant.call("GET", "/v1/jobs")).json())["items"] == []
+    keyed = {"Idempotency-Key": f"large-{uuid.uuid4()}"}
+    created = await tenant.call("POST", "/v1/jobs", json=cron_job(payload={"blob": blob}), headers=keyed)
+    assert created.status == 201, await created.text()
+    job = await created.json()
+    run = await tenant.call("GET", f"/v1/runs/{job['next_run_id']}")
+    assert run.status == 200, await run.text()
+    assert [item["id"] for item in (await (await tenant.call("GET", "/v1/jobs")).json())["items"]] == [job["id"]]
+    read = await tenant.call("GET", f"/v1/jobs/{job['id']}")
+    assert (await read.json())["payload"] == {"blob": blob}
+
+
 async def test_base64_payloads_are_kept_as_bytes(alice: Caller):
     encoded = base64.b64encode(b"\x00\x01binary").decode()
     response = await alice.call("POST", "/v1/jobs", json=cron_job(payload=None, payloadBase64=encoded))
@@ -111,6 +134,23 @@ async def test_the_job_count_quota_answers_422(make_client: Any, make_tenant: An
     tenant = await make_tenant(await make_client(max_jobs_per_tenant=2))
     assert [(await tenant.call("POST", "/v1/jobs", json=cron_job())).status for _ in range(2)] == [201, 201]
     await problem_of(await tenant.call("POST", "/v1/jobs", json=cron_job()), 422)
+
+
+async def test_a_keyed_create_replayed_at_the_job_quota_answers_its_replay_and_a_new_key_the_quota(
+    make_client: Any, make_tenant: Any
+):
+    tenant = await make_tenant(await make_client(max_jobs_per_tenant=1))
+    body, headers = cron_job(), {"Idempotency-Key": f"at-quota-{uuid.uuid4()}"}
+    created = await tenant.call("POST", "/v1/jobs", json=body, headers=headers)
+    assert created.status == 201
+    replayed = await tenant.call("POST", "/v1/jobs", json=body, headers=headers)  # the tenant is at its limit now
+    assert replayed.status == 201, await replayed.text()
+    assert replayed.headers["Idempotent-Replayed"] == "true"
+    assert (await replayed.json())["id"] == (await created.json())["id"]
+    other = await tenant.call("POST", "/v1/jobs", json=body, headers={"Idempotency-Key": f"new-{uuid.uuid4()}"})
+    assert (await problem_of(other, 422))["title"] == "Job quota exceeded"
+    changed = await tenant.call("POST", "/v1/jobs", json=cron_job(name="another"), headers=headers)
+    assert (await problem_of(changed, 422))["field"] == "Idempotency-Key"  # the key with another body: as ever
 
 
 async def test_a_cron_more_frequent_than_the_minimum_interval_is_422(make_client: Any, make_tenant: Any):

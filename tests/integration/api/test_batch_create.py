@@ -153,6 +153,20 @@ async def test_items_past_the_job_quota_are_refused_in_order_and_the_slots_not_u
     assert [item["status"] for item in last["items"]] == [201, 422]  # one slot free: the delete's, none leaked
 
 
+async def test_a_keyed_batch_sent_again_at_the_job_quota_answers_its_replays(
+    make_client: Callable[..., Awaitable[TestClient]], make_tenant: Callable[..., Awaitable[Caller]]
+) -> None:
+    alice = await make_tenant(await make_client(max_jobs_per_tenant=2))
+    jobs, headers = bodies(3), {"Idempotency-Key": "batch-at-quota"}
+    first = await (await alice.call("POST", "/v1/jobs/batch", json={"jobs": jobs}, headers=headers)).json()
+    assert [item["status"] for item in first["items"]] == [201, 201, 422]  # the third past the quota
+    again = await (await alice.call("POST", "/v1/jobs/batch", json={"jobs": jobs}, headers=headers)).json()
+    assert [item["status"] for item in again["items"]] == [201, 201, 422]
+    assert [item.get("replayed") for item in again["items"][:2]] == [True, True]
+    assert [item["job"]["id"] for item in again["items"][:2]] == [item["job"]["id"] for item in first["items"][:2]]
+    assert again["items"][2]["problem"]["title"] == "Job quota exceeded"
+
+
 async def test_a_replayed_batch_gives_back_the_job_slots_it_took(
     make_client: Callable[..., Awaitable[TestClient]], make_tenant: Callable[..., Awaitable[Caller]]
 ) -> None:
