@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -23,6 +24,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.chain import ChainResult, is_recurring, point_job
 from tickwheel.store.jobs import Job, JobState, run_of
 from tickwheel.store.ports import SweeperStore
+from tickwheel.store.records import DueState, HistoryEntry
 from tickwheel.store.runs import (
     NewRun,
     RunKind,
@@ -96,6 +98,18 @@ def diagnose_stranded(run: HeldRun, now: datetime, grace: timedelta) -> Repair |
     return None
 
 
+@dataclass(frozen=True, slots=True)
+class PageViews:
+    """What a pass read of a page of jobs: their next runs' states and their newest history entries."""
+
+    states: Mapping[uuid.UUID, DueState]
+    history: Mapping[uuid.UUID, list[HistoryEntry]]
+
+    def run(self, run_id: uuid.UUID) -> RunView | None:
+        state = self.states.get(run_id)
+        return None if state is None else RunView(state.status, state.attempt, state.due_at)
+
+
 class Sweeper:
     def __init__(self, settings: Settings, store: SweeperStore, producer: Publisher):
         self.settings = settings
@@ -115,20 +129,33 @@ class Sweeper:
         while True:
             page_size = self.settings.coordinator.sweep_page_size
             jobs, cursor = await self.store.scan_jobs(page_size=page_size, cursor=cursor)
+            page = await self.read_page(jobs, now)
             for job in jobs:
-                for repair in (await self.check(job, now), *await self.check_stranded(job, now)):
+                checked = await self.check(job, now, page), *await self.check_stranded(job, now, page)
+                for repair in checked:
                     if repair is not None:
                         done[repair] = done.get(repair, 0) + 1
             if cursor is None:
                 await self.store.add_sweep({repair.value: n for repair, n in done.items()})
                 return done
 
-    async def check(self, job: Job, now: datetime) -> Repair | None:
-        """Repair the job's next run if it is missing, or overdue and never fired."""
+    async def read_page(self, jobs: list[Job], now: datetime) -> PageViews:
+        """What `check` and `check_stranded` read of a page of jobs, in a few `IN ?` reads: the next runs' states
+        and the newest history entries. Read one job at a time, that was two requests per job and pass, every
+        job ever made (a once job's row stays ACTIVE) every `sweep_interval_s`: the coordinator's cost grew with
+        the jobs kept, not with the runs made (BENCHMARKS.md "Cost per run, round 6")."""
+        next_runs = [job.next_run_id for job in jobs if job.state is JobState.ACTIVE and job.next_run_id is not None]
+        states = await self.store.due_states(next_runs) if next_runs else {}
+        history = await self.store.latest_before_each([job.job_id for job in jobs], now - self.grace, STRANDED_CHECKED)
+        return PageViews(states, history)
+
+    async def check(self, job: Job, now: datetime, page: PageViews | None = None) -> Repair | None:
+        """Repair the job's next run if it is missing, or overdue and never fired (`page`: read beforehand)."""
         if job.state is not JobState.ACTIVE or job.next_run_id is None:
             return None
         next_run_at = job.next_run_at
-        run = await self._run(job.next_run_id)
+        page = page or await self.read_page([job], now)
+        run = page.run(job.next_run_id)
         repair = diagnose(is_recurring(job), job.state, next_run_at, run, now, self.grace)
         if repair is None or next_run_at is None:
             return None
@@ -151,12 +178,12 @@ class Sweeper:
         )
         return repair
 
-    async def check_stranded(self, job: Job, now: datetime) -> list[Repair]:
+    async def check_stranded(self, job: Job, now: datetime, page: PageViews | None = None) -> list[Repair]:
         """Repair the job's recent runs that started (or failed) and have nothing left to fire them: the newest
         few history rows due before the grace, read through their run rows (the history records outcomes only)."""
         repairs = []
-        history = await self.store.latest_before(job.job_id, now - self.grace, STRANDED_CHECKED)
-        for entry in history:
+        page = page or await self.read_page([job], now)
+        for entry in page.history.get(job.job_id, ()):
             if entry.status in FINAL_STATUSES:
                 continue
             run = await self.store.get_run(entry.run_id)
@@ -187,10 +214,6 @@ class Sweeper:
         if repair is Repair.RETRY_UNFIRED:
             await self.store.move_due(run, RunStatus.RETRY, held.attempt, now, now)
         await self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
-
-    async def _run(self, run_id: uuid.UUID) -> RunView | None:
-        state = await self.store.due_state(run_id)
-        return None if state is None else RunView(state.status, state.attempt, state.due_at)
 
     async def _repair(
         self, repair: Repair, job: Job, next_run_at: datetime, now: datetime, plan: Plan | None = None

@@ -15,6 +15,8 @@ from tickwheel.settings import Settings
 
 log = logging.getLogger(__name__)
 
+GATHER_S = 0.05
+
 
 class NearFeed:
     def __init__(self, settings: Settings, consumer: KafkaConsumer):
@@ -37,7 +39,9 @@ class NearFeed:
         if not self.positions:
             return []
         runs = []
-        for record in await self._consumer.poll(500, timeout_s):
+        # Announcements are mostly of runs due seconds or minutes ahead: gathered for up to GATHER_S, a hop to the
+        # event loop per ~GATHER_S at most, while a run due at once still reaches the wheel within it.
+        for record in await self._consumer.poll(500, timeout_s, GATHER_S):
             if record.partition in self.positions:
                 self.positions[record.partition] = record.offset + 1
             try:

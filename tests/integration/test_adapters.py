@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -76,6 +77,30 @@ async def test_a_message_produced_with_acks_all_is_consumed(settings: Settings, 
             break
     await consumer.close()
     assert [(r.value, r.key, r.offset, r.headers) for r in records] == [(b"hello", b"k", offset, (("run-id", b"r1"),))]
+
+
+async def test_a_poll_returns_when_a_message_arrives_not_at_its_timeout(settings: Settings, namespace: str) -> None:
+    """The C client's `consume(n, timeout)` waits for n messages or the timeout: a lane consumer asking for
+    hundreds held each run up to its 0.25 s timeout before starting it."""
+    topic = f"{namespace}.prompt"
+    await ensure_topics(settings.kafka, {topic: 1})
+    producer = KafkaProducer(settings.kafka)
+    consumer = KafkaConsumer(settings.kafka)
+    await consumer.assign([(topic, 0, OFFSET_BEGINNING)])
+    try:
+        await producer.send(topic, b"warm")
+        assert [r.value for r in await consumer.poll(500, 10.0)] == [b"warm"]  # the first fetch, connected
+        for i in range(3):
+            polling = asyncio.create_task(consumer.poll(500, 10.0))
+            await asyncio.sleep(0.2)  # the poll is waiting
+            sent = time.monotonic()
+            await producer.send(topic, b"%d" % i)
+            records = await polling
+            assert [r.value for r in records] == [b"%d" % i]
+            assert time.monotonic() - sent < 2.0  # not the poll's 10 s
+    finally:
+        await producer.close()
+        await consumer.close()
 
 
 async def test_many_messages_sent_at_once_are_each_acknowledged_at_their_own_offset(

@@ -11,7 +11,7 @@ write set would expire, the run's retention past its due time, as `runs.kept_s` 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -424,16 +424,25 @@ class MemoryStore:
         following = start + page_size
         return ordered[start:following], str(following) if following < len(ordered) else None
 
-    async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
-        """The job's newest history entries scheduled at or before `before`."""
-        rows = self.history.get(job_id, {})
-        keys = sorted((key for key in rows if key[0] <= before), reverse=True)[:limit]
-        return [rows[key].entry for key in keys]
+    async def latest_before_each(
+        self, job_ids: Sequence[uuid.UUID], before: datetime, limit: int
+    ) -> dict[uuid.UUID, list[HistoryEntry]]:
+        """Each job's newest history entries scheduled at or before `before` (jobs without any left out)."""
+        found = {}
+        for job_id in job_ids:
+            rows = self.history.get(job_id, {})
+            keys = sorted((key for key in rows if key[0] <= before), reverse=True)[:limit]
+            if keys:
+                found[job_id] = [rows[key].entry for key in keys]
+        return found
 
-    async def due_state(self, run_id: uuid.UUID) -> DueState | None:
-        """The run's status, attempt and due time."""
-        run = self.runs.get(run_id)
-        return None if run is None else DueState(run.status, run.attempt, run.due_at)
+    async def due_states(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DueState]:
+        """Each run's status, attempt and due time (runs without a row left out)."""
+        return {
+            run_id: DueState(run.status, run.attempt, run.due_at)
+            for run_id in run_ids
+            if (run := self.runs.get(run_id)) is not None
+        }
 
     async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:
         """Move the due time if the run is still `status` at `attempt`."""

@@ -9,7 +9,7 @@ token), a job's pointer moves only from the run it names, a checkpoint only unde
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -246,12 +246,15 @@ class ReconcilerStore(RunStore, JobScanStore, TenantStore, Protocol):
 class SweeperStore(ChainStore, JobScanStore, TenantStore, Protocol):
     """What the coordinator's sweeper reads and repairs."""
 
-    async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
-        """The job's newest `limit` history entries scheduled at or before `before`, newest first."""
+    async def latest_before_each(
+        self, job_ids: Sequence[uuid.UUID], before: datetime, limit: int
+    ) -> dict[uuid.UUID, list[HistoryEntry]]:
+        """Each job's newest `limit` history entries scheduled at or before `before`, newest first (jobs without
+        any left out)."""
         ...
 
-    async def due_state(self, run_id: uuid.UUID) -> DueState | None:
-        """The run's status, attempt and due time."""
+    async def due_states(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DueState]:
+        """Each run's status, attempt and due time (runs without a row left out)."""
         ...
 
     async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:

@@ -4,7 +4,7 @@ bound to one session. The statements and their order stay in those modules; this
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import datetime
 
 from schemas.messages import DueRun
@@ -187,13 +187,15 @@ class CassandraTables(SharedDecisions):
         """`jobs.scan_page`."""
         return await jobs.scan_page(self.cql, page_size=page_size, cursor=cursor)
 
-    async def latest_before(self, job_id: uuid.UUID, before: datetime, limit: int) -> list[HistoryEntry]:
-        """`run_history.latest_before`."""
-        return await run_history.latest_before(self.cql, job_id, before, limit)
+    async def latest_before_each(
+        self, job_ids: Sequence[uuid.UUID], before: datetime, limit: int
+    ) -> dict[uuid.UUID, list[HistoryEntry]]:
+        """`run_history.latest_before_each`."""
+        return await run_history.latest_before_each(self.cql, job_ids, before, limit)
 
-    async def due_state(self, run_id: uuid.UUID) -> DueState | None:
-        """`runs.due_state`."""
-        return await runs.due_state(self.cql, run_id)
+    async def due_states(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DueState]:
+        """`runs.due_states`."""
+        return await runs.due_states(self.cql, run_ids)
 
     async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:
         """`runs.move_due`."""

@@ -245,18 +245,18 @@ async def test_what_the_sweeper_reads_and_repairs(ports: Both) -> None:
         if found or cursor is None:
             break
     assert [(j.next_run_id, j.state) for j in found] == [(run.run_id, made.state)]
-    assert await ports.due_state(run.run_id) == DueState(RunStatus.SCHEDULED, 0, run.fire_at)
+    assert await ports.due_states([run.run_id]) == {run.run_id: DueState(RunStatus.SCHEDULED, 0, run.fire_at)}
     assert not await ports.move_due(run, RunStatus.RETRY, 0, now, now)
     assert await ports.move_due(run, RunStatus.SCHEDULED, 0, whole_ms(now), now)
-    assert await ports.due_state(run.run_id) == DueState(RunStatus.SCHEDULED, 0, whole_ms(now))
+    assert await ports.due_states([run.run_id]) == {run.run_id: DueState(RunStatus.SCHEDULED, 0, whole_ms(now))}
     await ports.write_due_row(run, whole_ms(now), 0, RunKind.LEASE_CHECK)
     rows = await ports.read_range(run.shard, minute(now), minute(now, 1))
     assert (run.run_id, 0, "lease_check") in {(r.run_id, r.attempt, r.kind) for r in rows}
-    history = await ports.latest_before(made.job_id, now, 3)
+    history = (await ports.latest_before_each([made.job_id], now, 3))[made.job_id]
     assert [(h.run_id, h.status, h.scheduled_at) for h in history] == [
         (run.run_id, RunStatus.SCHEDULED, run.scheduled_at)
     ]
-    assert await ports.latest_before(made.job_id, run.scheduled_at - timedelta(seconds=1), 3) == []
+    assert await ports.latest_before_each([made.job_id], run.scheduled_at - timedelta(seconds=1), 3) == {}
     await ports.add_sweep({"missing_run": 1})
 
 
@@ -427,3 +427,30 @@ async def test_a_repair_and_a_cancel_keep_the_run_for_its_retention(ports: Both)
     assert near(await kept_until(ports, run.run_id, "due_at"), later + kept)
     assert await ports.cancel(run, now)
     assert near(await kept_until(ports, run.run_id, "finished_at"), run.fire_at + kept)
+
+
+async def test_the_sweepers_reads_of_a_page_answer_for_every_job_asked_past_one_group(ports: Both) -> None:
+    """A page of jobs is read in `IN ?` groups (64 partitions a read): every job of a page larger than a group gets
+    its own answer, each job's history its newest entries (at most `limit`, newest first), and a run or a job
+    without rows is left out."""
+    now = datetime.now(UTC)
+    base = whole_ms(now - timedelta(hours=1))
+    made = [job(base + timedelta(seconds=i)) for i in range(70)]
+    for j, run in made:
+        await ports.create_job(j, run, now)
+    busy_job, first = made[0]
+    earlier = []
+    for minutes in (1, 2, 3, 4):  # four more runs of the first job, each earlier than the last
+        at = base - timedelta(minutes=minutes)
+        extra = dataclasses.replace(first, run_id=uuid.uuid4(), scheduled_at=at, fire_at=at)
+        await ports.create_run(extra, now)
+        earlier.append(extra)
+    missing = uuid.uuid4()
+    states = await ports.due_states([run.run_id for _, run in made] + [missing])
+    assert states == {run.run_id: DueState(RunStatus.SCHEDULED, 0, run.fire_at) for _, run in made}
+    history = await ports.latest_before_each([j.job_id for j, _ in made] + [missing], now, 3)
+    assert history.keys() == {j.job_id for j, _ in made}
+    assert [h.run_id for h in history[busy_job.job_id]] == [first.run_id, earlier[0].run_id, earlier[1].run_id]
+    assert all([h.run_id for h in history[j.job_id]] == [run.run_id] for j, run in made[1:])
+    before_first = await ports.latest_before_each([busy_job.job_id], base - timedelta(seconds=90), 3)
+    assert [h.run_id for h in before_first[busy_job.job_id]] == [r.run_id for r in earlier[1:]]
