@@ -77,9 +77,10 @@ batch_size_fail_threshold: 1MiB
 # base table's gc_grace_seconds (`gc_grace`), not kept by a TTL of max(3 h, gc_grace_seconds) = 10 days (`legacy`,
 # Cassandra's default). system.paxos is LCS and the LWTs' keys are random: every flush was merged into an L1 that
 # held every LWT of the node's life, so its compaction per run grew with the node's age (BENCHMARKS.md "Cost per
-# run, round 5" and "... cass8"). The platform's clients set gc_grace_seconds of the LWT tables to
+# run, round 5" and "round 6"). The platform's clients set gc_grace_seconds of the LWT tables to
 # PAXOS_STATE_S (CLIENT_SETTINGS, written to the stack's env). Leaving `legacy` is one-way (`gc_grace` is the way
 # back). The dev stack runs no repairs, so `repaired` (production's choice, docs/deploy.md) would keep it forever.
+#
 # A create writes its definition twice in one multi-partition batch (the job row and the audit row's diff): with the
 # API's largest payload (`api.max_payload_bytes`, 256 KiB) that is ~520 KiB, over Cassandra's default
 # batch_size_fail_threshold of 50 KiB, which refused every create with a payload above ~25 KiB (a 500, and with an
