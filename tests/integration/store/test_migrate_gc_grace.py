@@ -1,5 +1,6 @@
-"""`cassandra.lwt_gc_grace_s`: the migration gives the tables written with LWTs on every run that gc_grace_seconds,
-which `paxos_state_purging: gc_grace` also uses as the life of their Paxos state (BENCHMARKS.md "Cost per run, round 6")."""
+"""`cassandra.lwt_gc_grace_s`: the migration gives the tables written with LWTs on every run that
+gc_grace_seconds, which `paxos_state_purging: gc_grace` also uses as the life of their Paxos state (BENCHMARKS.md
+"Cost per run, round 6")."""
 
 from __future__ import annotations
 
