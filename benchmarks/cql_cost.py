@@ -20,6 +20,7 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+from benchmarks.fairshare_bench import quantile
 from benchmarks.peers.harness import cpu_seconds
 from benchmarks.peers.tickwheel_bench import once_job
 from schemas.messages import decode_definition
@@ -42,8 +43,10 @@ def new_job(tenant: str, due: datetime) -> Job:
     )  # fmt: skip
 
 
-async def one_run(store: CassandraStore, tenant: str) -> None:
-    """The seven statements of a keyed once-run delivered at its first attempt (docs/architecture.md)."""
+async def one_run(store: CassandraStore, tenant: str) -> float:
+    """The seven statements of a keyed once-run delivered at its first attempt (docs/architecture.md); returns
+    how long they took, in seconds."""
+    begun = time.monotonic()
     now = datetime.now(UTC)
     job = new_job(tenant, now + timedelta(seconds=5))
     run = jobs.run_of(job, now + timedelta(seconds=5), retention_s=RUN_RETENTION_S)
@@ -56,17 +59,21 @@ async def one_run(store: CassandraStore, tenant: str) -> None:
     assert claimed.applied, claimed
     result = AttemptResult(RunStatus.SUCCEEDED, response_code=200)
     assert await runs.finish(store, run, 1, result, "cost-bench", started, datetime.now(UTC), lease_until)
+    return time.monotonic() - begun
 
 
-async def drive(store: CassandraStore, rate: float, seconds: float) -> int:
-    """`rate` runs a second for `seconds`, each its statements in order, as many in flight as they take."""
-    tasks: set[asyncio.Task[None]] = set()
+async def drive(store: CassandraStore, rate: float, seconds: float, took: list[float] | None = None) -> int:
+    """`rate` runs a second for `seconds`, each its statements in order, as many in flight as they take; each
+    delivered run's duration is appended to `took`."""
+    tasks: set[asyncio.Task[float]] = set()
     failed: list[BaseException] = []
 
-    def done(task: asyncio.Task[None]) -> None:
+    def done(task: asyncio.Task[float]) -> None:
         tasks.discard(task)
         if not task.cancelled() and task.exception() is not None:
             failed.append(task.exception())  # type: ignore[arg-type]
+        elif took is not None and not task.cancelled():
+            took.append(task.result())
 
     start = time.monotonic()
     n = 0
@@ -92,7 +99,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
     await drive(store, args.rate, args.warmup)
     me, server = os.getpid(), args.pid
     t0, c0, s0 = time.monotonic(), cpu_seconds([me]), cpu_seconds([server])
-    n = await drive(store, args.rate, args.seconds)
+    took: list[float] = []
+    n = await drive(store, args.rate, args.seconds, took)
     t1, c1, s1 = time.monotonic(), cpu_seconds([me]), cpu_seconds([server])
     await store.close()
     return {
@@ -102,6 +110,8 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
         "runs_per_s": round(n / (t1 - t0), 1),
         "client_ms_per_run": round(1000 * (c1 - c0) / n, 3),
         "cassandra_ms_per_run": round(1000 * (s1 - s0) / n, 3),
+        # the run's seven statements one after the other, as the driver saw them (a GC pause shows here)
+        "run_ms_p50_p99_max": [round(1000 * quantile(took, q), 1) for q in (0.5, 0.99, 1.0)],
         "loadavg": os.getloadavg(),
     }
 

@@ -58,7 +58,9 @@ def start_own_cassandra(stack_dir: Path, servers: Path, paxos_variant: str) -> s
         lib.symlink_to((servers / "lib").resolve())
     yaml = cassandra._YAML.replace(f": {cassandra.NATIVE_PORT}", f": {native}")
     yaml = yaml.replace(f"{cassandra.STORAGE_PORT}", f"{storage}")
-    yaml = "\n".join(line for line in yaml.splitlines() if not line.startswith("paxos_variant"))
+    # Paxos v1 keeps `legacy` purging: Cassandra changes the purging mode only under v2
+    dropped = ("paxos_variant", "paxos_state_purging") if paxos_variant == "v1" else ("paxos_variant",)
+    yaml = "\n".join(line for line in yaml.splitlines() if not line.startswith(dropped))
     (home / "conf" / "cassandra.yaml").write_text(f"{yaml}\npaxos_variant: {paxos_variant}\n")
     (home / "conf" / "logback.xml").write_text(cassandra._LOGBACK)
     endpoint = f"127.0.0.1:{native}"

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from tickwheel.dev.stack import cassandra
+from tickwheel.settings import build
 
 
 def test_the_launcher_sets_the_slack_and_execs_the_command() -> None:
@@ -24,3 +25,24 @@ def test_the_cassandra_command_runs_the_jvm_through_the_launcher(tmp_path: Path)
     assert argv[3] == str(cassandra.TIMER_SLACK_NS)
     assert argv[4].endswith("java")
     assert argv[-1] == "org.apache.cassandra.service.CassandraDaemon"
+
+
+def test_a_stack_node_purges_paxos_state_by_gc_grace_and_its_clients_shorten_that_grace(tmp_path: Path) -> None:
+    node = cassandra.node_spec(["127.0.0.1", "127.0.0.2", "127.0.0.3"], 1)
+    for name, yaml in (("cassandra", cassandra._YAML), (node.name, node.prepare.keywords["yaml"])):  # type: ignore[attr-defined]
+        conf = tmp_path / name / "conf"
+        conf.mkdir(parents=True)
+        (conf / "cassandra.yaml").write_text(yaml)
+    settings = cassandra.client_settings(tmp_path, ["cassandra", node.name])
+    assert build(settings).cassandra.lwt_gc_grace_s == cassandra.PAXOS_STATE_S
+    # longer than three rounds of Cassandra's Paxos auto repair (every 5 minutes), which completes what a
+    # coordinator left uncommitted before its state may be purged
+    assert cassandra.PAXOS_STATE_S >= 3 * 300
+
+
+def test_a_node_still_on_legacy_purging_gives_its_clients_no_grace(tmp_path: Path) -> None:
+    conf = tmp_path / "cassandra" / "conf"
+    conf.mkdir(parents=True)
+    (conf / "cassandra.yaml").write_text(cassandra._YAML.replace("paxos_state_purging: gc_grace\n", ""))
+    assert cassandra.client_settings(tmp_path, ["cassandra"]) == {}  # started by an older checkout: untouched
+    assert cassandra.client_settings(tmp_path, ["cassandra-2"]) == {}  # never prepared

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from importlib import resources
 from typing import NamedTuple
@@ -59,9 +60,34 @@ async def migrate(settings: CassandraSettings) -> list[int]:
         await admin.close()
     store = await CassandraStore.connect(settings)
     try:
-        return await _apply_pending(store)
+        applied = await _apply_pending(store)
+        if settings.lwt_gc_grace_s > 0:
+            await set_gc_grace(store, settings.keyspace, LWT_TABLES, settings.lwt_gc_grace_s)
+        return applied
     finally:
         await store.close()
+
+
+# The tables every delivered run writes with LWTs (the create, the claim, the outcome; the checkpoints of its
+# shard). Their gc_grace_seconds bounds how long `paxos_state_purging: gc_grace` keeps each LWT's Paxos state; the
+# tables whose deletes matter more than their rare LWTs (jobs_by_name, idempotency_keys) keep Cassandra's default.
+LWT_TABLES = ("jobs", "runs", "shard_checkpoints")
+
+
+async def set_gc_grace(store: CassandraStore, keyspace: str, tables: Sequence[str], seconds: int) -> list[str]:
+    """Give `tables` this gc_grace_seconds where they have another; returns the tables altered (a schema change
+    each, so a process that starts on a migrated keyspace changes nothing)."""
+    rows = await store.execute(
+        "SELECT table_name, gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s",
+        (keyspace,),
+        prepared=False,
+    )
+    current = {row["table_name"]: row["gc_grace_seconds"] for row in rows}
+    altered = [table for table in tables if current.get(table) != seconds]
+    for table in altered:
+        log.info("setting gc_grace_seconds of %s.%s to %d", keyspace, table, seconds)
+        await store.execute_raw(f"ALTER TABLE {keyspace}.{table} WITH gc_grace_seconds = {int(seconds)}")
+    return altered
 
 
 async def _apply_pending(store: CassandraStore) -> list[int]:

@@ -69,13 +69,41 @@ sasi_indexes_enabled: false
 user_defined_functions_enabled: false
 storage_compatibility_mode: NONE
 paxos_variant: v2
+paxos_state_purging: gc_grace
 batch_size_warn_threshold: 640KiB
 batch_size_fail_threshold: 1MiB
 """
+# Paxos state (system.paxos: each LWT's promise, proposal and commit) is dropped by compaction once older than the
+# base table's gc_grace_seconds (`gc_grace`), not kept by a TTL of max(3 h, gc_grace_seconds) = 10 days (`legacy`,
+# Cassandra's default). system.paxos is LCS and the LWTs' keys are random: every flush was merged into an L1 that
+# held every LWT of the node's life, so its compaction per run grew with the node's age (BENCHMARKS.md "Cost per
+# run, round 5" and "round 6"). The platform's clients set gc_grace_seconds of the LWT tables to
+# PAXOS_STATE_S (CLIENT_SETTINGS, written to the stack's env). Leaving `legacy` is one-way (`gc_grace` is the way
+# back). The dev stack runs no repairs, so `repaired` (production's choice, docs/deploy.md) would keep it forever.
+#
 # A create writes its definition twice in one multi-partition batch (the job row and the audit row's diff): with the
 # API's largest payload (`api.max_payload_bytes`, 256 KiB) that is ~520 KiB, over Cassandra's default
 # batch_size_fail_threshold of 50 KiB, which refused every create with a payload above ~25 KiB (a 500, and with an
 # Idempotency-Key a job row without its run). docs/deploy.md asks the same of a production cluster.
+# 15 minutes: three rounds of Cassandra's Paxos auto repair (every 5 min, it finishes what a coordinator left
+# uncommitted) and longer than any fault of the stack's soaks; a node of the stack's cluster stopped for longer
+# may bring back cells whose tombstones its peers have purged (docs/deploy.md says what production must do).
+PAXOS_STATE_S = 900
+CLIENT_SETTINGS = {"TICKWHEEL_CASSANDRA_LWT_GC_GRACE_S": str(PAXOS_STATE_S)}
+_PURGING_BY_GC_GRACE = "paxos_state_purging: gc_grace"
+
+
+def client_settings(stack_dir: Path, names: Sequence[str]) -> dict[str, str]:
+    """CLIENT_SETTINGS when every node `names` was configured with gc_grace purging (its cassandra.yaml), else none:
+    a node started by an older checkout keeps `legacy` until restarted, and a checkout that predates the setting
+    would refuse an env file naming it."""
+    for name in names:
+        path = server_dir(stack_dir, name) / "conf" / "cassandra.yaml"
+        if not path.exists() or _PURGING_BY_GC_GRACE not in path.read_text().splitlines():
+            return {}
+    return dict(CLIENT_SETTINGS)
+
+
 # The single dev node; private benchmark platforms rewrite its ports.
 _YAML = _yaml("127.0.0.1", NATIVE_PORT, STORAGE_PORT, ["127.0.0.1"], token=0, hints=False)
 

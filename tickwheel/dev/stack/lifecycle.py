@@ -304,6 +304,7 @@ def _write_env(stack_dir: Path, overrides: Mapping[str, str]) -> dict[str, str]:
         for spec in cluster_specs(hosts).values():
             by_kind.setdefault(spec.env_var, []).append(spec.endpoint)
         values = {env_var: ",".join(endpoints) for env_var, endpoints in by_kind.items()} | cluster_settings(len(hosts))
+        values |= cassandra.client_settings(stack_dir, [n for n in cluster_specs(hosts) if kind_of(n) == "cassandra"])
         (stack_dir / "env").write_text("".join(f"{k}={v}\n" for k, v in values.items()))
         return {kind_of(name): ",".join(e) for name, e in zip(SPECS, by_kind.values(), strict=True)}
     result = {
@@ -312,6 +313,8 @@ def _write_env(stack_dir: Path, overrides: Mapping[str, str]) -> dict[str, str]:
         if name in overrides or read_pid(stack_dir, name) is not None
     }
     lines = [f"{SPECS[name].env_var}={endpoint}\n" for name, endpoint in result.items()]
+    if "cassandra" in result and "cassandra" not in overrides:  # the stack's own node
+        lines += [f"{key}={value}\n" for key, value in cassandra.client_settings(stack_dir, ["cassandra"]).items()]
     (stack_dir / "env").write_text("".join(lines))
     return result
 
