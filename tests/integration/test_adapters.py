@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 from kazoo.client import KazooClient
 
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer, ensure_topics
@@ -142,6 +143,38 @@ async def test_end_offsets_are_read_while_the_consumer_waits_in_a_poll(settings:
     # A dispatcher taking shards reads these before its first read of them; asked behind the consumer's own fetches
     # they waited up to fetch.wait.max.ms per partition (2 s for four at a take-over).
     assert done == ["end_offsets", "poll"]
+
+
+async def test_end_offsets_survive_an_offsets_consumer_that_fails(settings: Settings, namespace: str) -> None:
+    topic = f"{namespace}.stale"
+    await ensure_topics(settings.kafka, {topic: 2})
+    producer = KafkaProducer(settings.kafka)
+    await asyncio.gather(*(producer.send(topic, b"x", partition=0) for _ in range(2)))
+    await producer.close()
+    consumer = KafkaConsumer(settings.kafka)
+    await consumer.assign([(topic, 1, OFFSET_BEGINNING)])
+
+    class Stale:
+        """An offsets consumer whose metadata names a broker that no longer leads the partition."""
+
+        closed = False
+
+        def get_watermark_offsets(self, *_: object, **__: object) -> tuple[int, int]:
+            raise KafkaException(KafkaError(KafkaError.NOT_LEADER_FOR_PARTITION))
+
+        def close(self) -> None:
+            self.closed = True
+
+    stale = Stale()
+    consumer._offsets = stale  # type: ignore[assignment]
+    try:
+        first = await consumer.end_offsets(topic, [0, 1])  # answered by the fetching consumer
+        second = await consumer.end_offsets(topic, [0, 1])  # by a fresh offsets consumer
+        fresh = consumer._offsets
+    finally:
+        await consumer.close()
+    assert first == second == {0: 2, 1: 0}
+    assert stale.closed and fresh is not None and not isinstance(fresh, Stale)
 
 
 async def test_an_ephemeral_znode_is_gone_after_its_session_closes(settings: Settings, namespace: str) -> None:

@@ -175,16 +175,31 @@ class KafkaConsumer:
         waited behind the fetch long-poll (`fetch.wait.max.ms`, 500 ms), 2 s for the four near-term partitions of
         a take-over (the dispatcher reads them before its first read of the shards)."""
 
-        def read() -> dict[int, int]:
+        def read(consumer: Consumer) -> dict[int, int]:
+            return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+
+        def read_aside() -> dict[int, int]:
             if self._offsets is None:
                 self._offsets = Consumer(self._offsets_config)
-            offsets = self._offsets
-            return {p: offsets.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
+            try:
+                return read(self._offsets)
+            except KafkaException:
+                # Its metadata may be stale: after a broker's restart moved the partitions' leaders it answered "Not
+                # leader for partition" for minutes (it fetches nothing, so nothing refreshed it) and a take-over
+                # retried in vain (BENCHMARKS.md "Nemesis soak, run 8"). The next query makes a fresh one.
+                stale, self._offsets = self._offsets, None
+                stale.close()
+                raise
 
+        loop = asyncio.get_running_loop()
         try:
-            ends: dict[int, int] = await asyncio.get_running_loop().run_in_executor(self._offsets_thread, read)
+            ends: dict[int, int] = await loop.run_in_executor(self._offsets_thread, read_aside)
         except KafkaException as exc:
-            raise Unavailable(f"Kafka did not report offsets: {exc}") from exc
+            log.warning("offsets consumer failed (%s); asking the fetching consumer instead", exc)
+            try:  # slower (behind its fetch long-poll) but with the metadata its fetches keep fresh
+                ends = await self._run(read, self._consumer)
+            except KafkaException as again:
+                raise Unavailable(f"Kafka did not report offsets: {again}") from again
         return ends
 
     async def poll(self, max_records: int = 500, timeout_s: float = 0.5, gather_s: float = GATHER_S) -> list[Record]:
