@@ -24,7 +24,10 @@ async def grace_of(store: CassandraStore, keyspace: str) -> dict[str, int]:
 
 
 async def test_migrate_gives_the_lwt_tables_the_configured_grace_once(settings: Settings) -> None:
-    async with own_keyspace(settings, "grace") as (own, store):
+    # As created (0: leave the tables alone), whatever the stack's env says (a fresh stack's nodes purge by
+    # gc_grace and its env gives 900 s: the keyspace would be migrated with it before the first look)
+    as_created = dataclasses.replace(settings, cassandra=dataclasses.replace(settings.cassandra, lwt_gc_grace_s=0))
+    async with own_keyspace(as_created, "grace") as (own, store):
         keyspace = own.cassandra.keyspace
         before = await grace_of(store, keyspace)
         assert {before[t] for t in LWT_TABLES} == {CASSANDRA_DEFAULT_GRACE}  # 0: left as created
