@@ -30,7 +30,7 @@ FAULTS = ["kill-dispatcher", "pause-dispatcher", "kill-worker"]
 async def test_a_short_soak_with_three_process_faults_loses_nothing(stack_settings: Settings) -> None:
     args = argparse.Namespace(
         stack_dir=STACK_DIR, minutes=2.0, seed=19, rate=2.0, faults=FAULTS, warmup_s=15.0, gap_s=3.0,
-        settle_s=12.0, down_s=0.0, drain_s=75.0, out=None, canary_rounds=0,
+        settle_s=12.0, down_s=0.0, drain_s=75.0, out=None, canary_rounds=0, repeat=False,
     )  # fmt: skip
     rows = await soak(args, base=stack_settings)
     windows = {row.window: row for row in rows}
