@@ -81,6 +81,17 @@ async def rounds(count: int = 5) -> None:
     for _ in range(count):
         await asyncio.sleep(0)
 
+async def second_in_flight_behind_first(grouped: GroupedBatches, send: Held) -> tuple[asyncio.Future[None], ...]:
+    """job0's batch sent and acknowledged, job1's (queued behind it) sent as the group that followed."""
+    first = asyncio.ensure_future(grouped.write(rows_of("job0")))
+    await asyncio.sleep(0)
+    second = asyncio.ensure_future(grouped.write(rows_of("job1")))
+    await rounds()
+    send.ack(0)
+    await rounds()
+    return first, second
+
+
 
 def test_a_batch_leaves_at_once_only_below_the_threshold_in_flight_and_with_nobody_queued_before_it() -> None:
     assert leaves_at_once(in_flight=0, queued=0, below=1)
@@ -122,12 +133,7 @@ async def test_batches_arriving_while_one_is_in_flight_leave_together_when_it_is
 async def test_the_group_queued_behind_a_group_leaves_in_the_same_step_as_that_ones_acknowledgement() -> None:
     send = Held()
     grouped = GroupedBatches(send, at_once_below=1)
-    first = asyncio.ensure_future(grouped.write(rows_of("job0")))
-    await asyncio.sleep(0)
-    second = asyncio.ensure_future(grouped.write(rows_of("job1")))
-    await rounds()
-    send.ack(0)
-    await rounds()  # job1's group is in flight, from a task of its own
+    first, second = await second_in_flight_behind_first(grouped, send)  # job1's group from a task of its own
     third = asyncio.ensure_future(grouped.write(rows_of("job2")))
     await rounds()
     send.ack(1)
@@ -154,12 +160,7 @@ async def test_batches_leave_at_once_up_to_the_threshold_in_flight_and_queue_pas
 async def test_once_everything_is_acknowledged_the_next_batch_leaves_at_once_again() -> None:
     send = Held()
     grouped = GroupedBatches(send, at_once_below=1)
-    first = asyncio.ensure_future(grouped.write(rows_of("job0")))
-    await asyncio.sleep(0)
-    second = asyncio.ensure_future(grouped.write(rows_of("job1")))
-    await rounds()
-    send.ack(0)
-    await rounds()
+    first, second = await second_in_flight_behind_first(grouped, send)
     send.ack(1)
     await asyncio.gather(first, second)
     third = asyncio.ensure_future(grouped.write(rows_of("job2")))
