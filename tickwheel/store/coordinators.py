@@ -18,6 +18,7 @@ tried when every other host failed: when every host is warming up the plan is th
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -34,8 +35,9 @@ class WarmUpPolicy(WrapperPolicy):  # type: ignore[misc]
         super().__init__(child_policy)
         self.warm_up_s = warm_up_s
         self._clock = clock
-        # host -> since when it warms up; replaced whole on each change (the driver's threads read it unlocked)
+        # host -> since when it warms up; replaced whole on each change, under the lock (plans read it unlocked)
         self._since: dict[Any, float] = {}
+        self._changing = threading.Lock()
         self._populated = False
 
     def populate(self, cluster: Any, hosts: Any) -> None:
@@ -85,7 +87,7 @@ class WarmUpPolicy(WrapperPolicy):  # type: ignore[misc]
             return
         warming = self.warming()
         if len(warming) < len(self._since):
-            self._since = {host: since for host, since in self._since.items() if host in warming}
+            self._prune()
         held = []
         for host in plan:
             if host in warming:
@@ -96,8 +98,15 @@ class WarmUpPolicy(WrapperPolicy):  # type: ignore[misc]
 
     def _warm(self, host: Any) -> None:
         if self._populated and self.warm_up_s > 0:
-            self._since = {**self._since, host: self._clock()}
+            with self._changing:
+                self._since = {**self._since, host: self._clock()}
 
     def _forget(self, host: Any) -> None:
-        if host in self._since:
+        with self._changing:
             self._since = {h: since for h, since in self._since.items() if h != host}
+
+    def _prune(self) -> None:
+        """Drop the hosts warm again (once none is left, plans are the wrapped policy's at no cost)."""
+        with self._changing:
+            now = self._clock()
+            self._since = {h: since for h, since in self._since.items() if now - since < self.warm_up_s}
