@@ -138,9 +138,10 @@ async def create_keyed_job(
     The run is written after the job here, not before: only the request that created the job may write its run,
     since a replay's plan (an interval anchored at its own now) could name another occurrence. An insert answered
     "not applied" with this very row (its first send applied after the SERIAL read that settled it found nothing)
-    is this request's own. The rows are sent once more if their batch fails (the job exists from its insert on);
-    a second failure is answered 503, and the client's retry with the same key finds the job and completes it
-    (`complete_keyed_job`). `also` rides in the same batch (the create's audit row: no statement of its own)."""
+    is this request's own. If the batch fails, the rows are written once more (the job exists from its insert on)
+    the way a replay writes them (`complete_keyed_job`: nothing that could move the run back); a second failure is
+    answered 503, and the client's retry with the same key finds the job and completes it. `also` rides in the
+    same batch (the create's audit row: no statement of its own)."""
     values = [*_job_values(job, now), request_hash]
     applied, current = await store.applied(INSERT_KEYED_JOB, values)
     if not applied and not _written_by(current, values):
@@ -148,12 +149,14 @@ async def create_keyed_job(
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now), *also]
     # each row is safe to write again; none is visible without the job; grouped with other creates' rows
     try:
-        await _write_rows(store, rows, grouped=True)
+        await _write_rows(store, rows)
     except Unavailable as exc:
-        # An unlogged batch may also have been applied in part (it spans partitions): run 8 of the soak had a job
-        # whose runs row was written and whose due row was not; every row is written again here.
-        log.warning("the rows of a keyed create failed after its job was written; sent again: %s", exc)
-        await _write_rows(store, rows, grouped=False)
+        # Not the same batch again: it may have applied in part (it spans partitions; run 8 of the soak had a run
+        # row written without its due row), and a run fired and claimed since would be moved back to SCHEDULED by
+        # its runs row, a plain insert. What a replay writes cannot move it back.
+        log.warning("the rows of a keyed create failed after its job was written; written again: %s", exc)
+        await complete_keyed_job(store, job, first_run, now)
+        await asyncio.gather(*(store.execute(cql, params) for cql, params in also))
     return None
 
 
@@ -163,13 +166,10 @@ def _written_by(current: Row, values: Sequence[Any]) -> bool:
     return intent is not None and intent.shows(current)
 
 
-async def _write_rows(store: CassandraStore, rows: Sequence[tuple[str, Sequence[Any]]], *, grouped: bool) -> None:
-    """A keyed create's rows after its job: one unlogged batch (with other creates' rows when `grouped`)."""
+async def _write_rows(store: CassandraStore, rows: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """A keyed create's rows after its job: one unlogged batch, grouped with other creates' rows."""
     try:
-        if grouped:
-            await store.grouped_batch(rows, logged=False)
-        else:
-            await store.batch(rows, logged=False)
+        await store.grouped_batch(rows, logged=False)
     except BatchTooLarge:
         # Above the nodes' batch size limit (a large definition: the audit row holds it again): the batch is
         # unlogged, so the same rows one statement each lose no atomicity, and the job just written does not stay

@@ -48,24 +48,27 @@ async def test_a_keyed_create_is_one_conditional_write_and_leaves_no_idempotency
 
 
 class FailingBatches:
-    """The API's store, except that its next `failing` batches fail (timeouts after the job's conditional insert);
-    with `partly`, each of them writes its `runs` row first, as an unlogged batch may apply in one partition and
-    not in the others (run 8 of the soak: a job whose run was written and whose due row was not)."""
+    """The API's store, except that its next `failing` batches, or conditional inserts of a run, fail (timeouts
+    after the job's conditional insert). A failing batch first writes its statements that start with one of
+    `partly` when it is a create's (an unlogged batch may apply in one partition and not in the others: run 8 of
+    the soak had a job whose run was written and whose due row was not), then `then` runs."""
 
     def __init__(self, store: CassandraStore) -> None:
         self._store = store
         self.failing = 0
-        self.partly = False
+        self.partly: tuple[str, ...] = ()
+        self.then: Callable[[], Awaitable[None]] | None = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
     async def _fail(self, statements: Any) -> None:
         self.failing -= 1
-        if self.partly:
-            for cql, params in statements:
-                if cql.startswith("INSERT INTO runs ("):
-                    await self._store.execute(cql, params)
+        for cql, params in statements:
+            if cql.startswith(self.partly or ("-",)) and len(statements) > 2:
+                await self._store.execute(cql, params)
+        if self.then is not None:
+            await self.then()
         raise Unavailable("batch timed out (injected)")
 
     async def batch(self, statements: Any, *, logged: bool = True) -> None:
@@ -79,6 +82,13 @@ class FailingBatches:
             await self._fail(statements)
         await self._store.grouped_batch(statements, logged=logged)
 
+    async def applied(self, cql: str, params: Any = ()) -> Any:
+        """A run's conditional insert (a completion's) fails as if it timed out before it applied."""
+        if self.failing and cql.startswith("INSERT INTO runs ("):
+            self.failing -= 1
+            raise Unavailable("conditional insert timed out (injected)")
+        return await self._store.applied(cql, params)
+
 
 async def test_a_keyed_create_that_died_after_its_insert_is_completed_by_its_retry(
     make_client: Callable[..., Awaitable[TestClient]],
@@ -90,7 +100,7 @@ async def test_a_keyed_create_that_died_after_its_insert_is_completed_by_its_ret
     client = await make_client(clock=lambda: now[0], store_=flaky)
     alice = await make_tenant(client)
     body, headers = once_job(now[0] + timedelta(hours=1)), {"Idempotency-Key": "dies-once"}
-    flaky.failing = 2  # its batch, and that batch sent once more
+    flaky.failing = 2  # its batch, and the run's insert when it writes its rows again
     failed = await alice.call("POST", "/v1/jobs", json=body, headers=headers)
     assert failed.status == 503
     now[0] += timedelta(seconds=1)  # at the same instant the job row would be the retry's own write
@@ -133,7 +143,7 @@ async def test_a_keyed_create_whose_run_was_written_without_its_due_row_gets_it_
     client = await make_client(store_=flaky)
     alice = await make_tenant(client)
     body, headers = once_job(datetime.now(UTC) + timedelta(minutes=10)), {"Idempotency-Key": "half-written"}
-    flaky.failing, flaky.partly = 2, True
+    flaky.failing, flaky.partly = 2, ("INSERT INTO runs (",)
     failed = await alice.call("POST", "/v1/jobs", json=body, headers=headers)
     assert failed.status == 503
     run = await created_run(store, str(keyed_job_id(alice, "half-written")))  # its insert applied
@@ -147,7 +157,7 @@ async def test_a_keyed_create_whose_run_was_written_without_its_due_row_gets_it_
     assert [j["id"] for j in listed["items"]] == [str(run.job_id)]
 
 
-async def test_a_keyed_create_whose_batch_failed_once_sends_it_again_and_answers_201(
+async def test_a_keyed_create_whose_batch_failed_once_writes_its_rows_again_and_answers_201(
     make_client: Callable[..., Awaitable[TestClient]],
     make_tenant: Callable[..., Awaitable[Caller]],
     store: CassandraStore,
@@ -155,12 +165,39 @@ async def test_a_keyed_create_whose_batch_failed_once_sends_it_again_and_answers
     flaky = FailingBatches(store)
     client = await make_client(store_=flaky)
     alice = await make_tenant(client)
-    flaky.failing, flaky.partly = 1, True
+    flaky.failing, flaky.partly = 1, ("INSERT INTO runs (",)
     created = await alice.call("POST", "/v1/jobs", json=once_job(datetime.now(UTC) + timedelta(minutes=10)),
                                headers={"Idempotency-Key": "sent-again"})  # fmt: skip
     assert created.status == 201 and "Idempotent-Replayed" not in created.headers
     run = await created_run(store, (await created.json())["id"])
     assert len(await due_rows(store, run)) == 1
+
+
+async def test_a_create_writing_its_rows_again_does_not_move_back_a_run_claimed_meanwhile(
+    make_client: Callable[..., Awaitable[TestClient]],
+    make_tenant: Callable[..., Awaitable[Caller]],
+    store: CassandraStore,
+) -> None:
+    """The batch applied in part (the run row and its due row), the run fired and was claimed, then the create
+    wrote its rows again: the run stays RUNNING (its runs row sent again as the batch has it, a plain insert, would
+    have made it SCHEDULED at attempt 0 under a worker calling it)."""
+    flaky = FailingBatches(store)
+    client = await make_client(store_=flaky)
+    alice = await make_tenant(client)
+
+    async def claimed_meanwhile() -> None:
+        run = await created_run(store, str(keyed_job_id(alice, "claimed-meanwhile")))
+        now = datetime.now(UTC)
+        assert (await runs.claim(store, run, 0, "worker-m", now + timedelta(seconds=60), now)).applied
+
+    flaky.failing, flaky.partly = 1, ("INSERT INTO runs (", "INSERT INTO runs_by_bucket")
+    flaky.then = claimed_meanwhile
+    created = await alice.call("POST", "/v1/jobs", json=once_job(datetime.now(UTC) + timedelta(minutes=10)),
+                               headers={"Idempotency-Key": "claimed-meanwhile"})  # fmt: skip
+    assert created.status == 201
+    run = await created_run(store, (await created.json())["id"])
+    found = await runs.get_run(store, run.run_id)
+    assert found is not None and (found.status, found.attempt, found.worker) == (RunStatus.RUNNING, 1, "worker-m")
 
 
 async def test_a_replay_never_moves_a_run_back(
