@@ -74,18 +74,24 @@ def _anchored(definition: JobDefinition, now: datetime) -> JobDefinition:
 async def _replayed_job(
     api: Api, keyed: KeyedCreate, existing: job_store.KeyedJob, now: datetime, retention_s: int
 ) -> Job:
-    """The same key again: the job it made, after completing its first run if that request died before writing
-    it (a request younger than the store's timeout may still be writing it: 409, try again)."""
+    """The same key again: the job it made, after completing its first run's rows if that request died before
+    writing them all (a request younger than the store's timeout may still be writing them: 409, try again).
+
+    Its run row alone does not tell: the rows after the job's insert are one unlogged batch, which spans
+    partitions and may apply in part (run 8 of the soak: a job whose run was written and whose due row was not,
+    fired by the sweeper 356 s late). So while the run is absent or still SCHEDULED its rows are written again,
+    with the first request's own values and time (`complete_keyed_job`); a run that has moved on is left alone."""
     check_replay(keyed, existing.request_hash)
     job = existing.job
     if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:
         first = job_store.occurrence_run(
             job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at, retention_s=retention_s
         )
-        if await api.store.get_run(first.run_id) is None:
-            if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
-                raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
-            await api.store.complete_keyed_job(job, first, now)
+        run = await api.store.get_run(first.run_id)
+        if run is None and (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
+            raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
+        if run is None or run.status is RunStatus.SCHEDULED:
+            await api.store.complete_keyed_job(job, first, job.created_at)
     return job
 
 

@@ -46,6 +46,10 @@ class CassandraSettings:
     # The driver's default backoff reaches 600 s: a node back after a minute's outage was reconnected to minutes
     # later (the nemesis soak: a single node's API answered 503 for 8 minutes after Cassandra was back).
     reconnect_max_s: float = 5.0
+    # How long a node that came back up (or let a request run into `request_timeout_s`) is asked last as a
+    # coordinator (store.coordinators.WarmUpPolicy): the soak's restarted node timed out the requests it
+    # coordinated for about a minute after the driver saw it up. 0: every up node coordinates at once.
+    warm_up_s: float = 60.0
     # gc_grace_seconds of the tables written with LWTs on every run (store.migrate.LWT_TABLES), set at each
     # migrate; 0 leaves them as created (Cassandra's 10 days). Under `paxos_state_purging: gc_grace` it is also how
     # long each LWT's Paxos state stays in system.paxos (docs/deploy.md "Cassandra nodes"; the dev stack: 900).

@@ -103,6 +103,16 @@ async def test_a_keyed_create_whose_answer_was_lost_after_it_applied_is_created_
     assert await runs.get_run(faulty, run.run_id) is not None
 
 
+async def test_a_keyed_insert_answered_not_applied_with_its_own_row_is_its_create(faulty: FaultyStore) -> None:
+    """Its first send applied after the SERIAL read that settled it found nothing, and the send again answered "not
+    applied" with this very row: the create goes on and writes its run (it was a 409, then a replay, before)."""
+    now = whole_ms(datetime.now(UTC))
+    made, run = job(whole_ms(datetime.now(UTC) + timedelta(seconds=90)))
+    assert await jobs.create_keyed_job(faulty, made, None, now, "hash-1") is None  # the insert alone applied
+    assert await jobs.create_keyed_job(faulty, made, run, now, "hash-1") is None
+    assert await runs.get_run(faulty, run.run_id) is not None
+
+
 def answered_by(other: str) -> Swap:
     return lambda cql, params: (other, None) if cql.startswith("SELECT") and "system.local" not in cql else None
 

@@ -5,10 +5,12 @@ answer" become `Unavailable` (retriable, HTTP 503); everything above works with 
 
 A node leaving or rejoining must not fail what the cluster can still do (store.retries): a statement that is
 safe to send again is marked idempotent and retried by the driver on the next node (and sent to a second node
-when the first has not answered in half the request timeout); a conditional write whose outcome is
-unknown is settled by a SERIAL read of its row before it is sent again (`applied`). Rows that are not of the
-statement's shape (seen under overload: rows of another statement, without the columns asked for, which became
-500s, a 401 for a valid key and a 422 for a replayed create) are refused as `Unavailable`, never handed up.
+when the first has not answered in half the request timeout); a conditional write whose outcome is unknown is
+settled by a SERIAL read of its row before it is sent again (`applied`); a node just back up, or that let a
+request run into the timeout, is the last one asked to coordinate for `warm_up_s` (store.coordinators). Rows that
+are not of the statement's shape (seen under overload: rows of another statement, without the columns asked for,
+which became 500s, a 401 for a valid key and a 422 for a replayed create) are refused as `Unavailable`, never
+handed up.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_f
 from tickwheel import metrics
 from tickwheel.errors import BatchTooLarge, Unavailable
 from tickwheel.settings import CassandraSettings, host_port
+from tickwheel.store.coordinators import WarmUpPolicy
 from tickwheel.store.grouping import GroupedBatches
 from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
 
@@ -74,7 +77,9 @@ LWT_TRIES = 3  # sends of a conditional write whose outcome stays unknown, each 
 class CassandraStore:
     """An open session on one keyspace; `execute`, `page` and `batch` are awaitable."""
 
-    def __init__(self, settings: CassandraSettings, cluster: Cluster, session: Session):
+    def __init__(
+        self, settings: CassandraSettings, cluster: Cluster, session: Session, coordinators: WarmUpPolicy | None = None
+    ):
         self.settings = settings
         self.keyspace = settings.keyspace
         self._cluster = cluster
@@ -86,6 +91,7 @@ class CassandraStore:
         self._keys: dict[str, tuple[tuple[str, int], ...]] = {}  # a read's `column = ?` and their parameters
         self._intents: dict[str, bool] = {}  # conditional writes whose form store.retries does not understand
         self._grouped = GroupedBatches(lambda rows, logged: self.batch(rows, logged=logged))
+        self._coordinators = coordinators  # told of the hosts that leave a request unanswered
 
     @classmethod
     async def connect(
@@ -97,8 +103,12 @@ class CassandraStore:
         hosts = [host_port(h, 9042) for h in settings.hosts]
         options = driver_options or {}
         policy = DCAwareRoundRobinPolicy(local_dc=settings.local_dc)
+        # a node just back (or silent) is asked last: it timed out what it coordinated (store.coordinators)
+        coordinators = WarmUpPolicy(
+            policy if options.get("token_aware") == "false" else TokenAwarePolicy(policy), settings.warm_up_s
+        )
         profile = ExecutionProfile(
-            load_balancing_policy=policy if options.get("token_aware") == "false" else TokenAwarePolicy(policy),
+            load_balancing_policy=coordinators,
             consistency_level=ConsistencyLevel.name_to_value[settings.consistency],
             serial_consistency_level=ConsistencyLevel.SERIAL,
             request_timeout=settings.request_timeout_s,
@@ -122,7 +132,7 @@ class CassandraStore:
         except _UNAVAILABLE as exc:
             cluster.shutdown()
             raise Unavailable(f"Cassandra at {','.join(settings.hosts)} is unavailable: {exc}") from exc
-        return cls(settings, cluster, session)
+        return cls(settings, cluster, session, coordinators)
 
     async def close(self) -> None:
         """Shut the driver's connections down (in a thread: the driver's shutdown blocks)."""
@@ -185,7 +195,7 @@ class CassandraStore:
         paging_state = _decode_cursor(cursor)
         _counter_of(cql).inc()
         future = self._call(self._session.execute_async, statement, sent or None, paging_state=paging_state)
-        result = await _await(future, self.settings.hosts)
+        result = await self._answer(future)
         self._check_shape(cql, result.column_names)
         rows = list(result.current_rows)
         self._check_keys(cql, params, rows)
@@ -230,7 +240,7 @@ class CassandraStore:
         bound = (await self.prepare(intent.read)).bind(intent.read_params)
         bound.consistency_level = ConsistencyLevel.SERIAL
         metrics.cql_statements.labels("read").inc()
-        result = await _await(self._call(self._session.execute_async, bound), self.settings.hosts)
+        result = await self._answer(self._call(self._session.execute_async, bound))
         self._check_shape(intent.read, result.column_names)
         rows = list(result.current_rows)
         return rows[0] if rows else None
@@ -285,7 +295,7 @@ class CassandraStore:
         _counter("batch_logged" if logged else "batch_unlogged").inc()
         future = self._call(self._session.execute_async, batch)
         try:
-            await _await(future, self.settings.hosts)
+            await self._answer(future)
         except InvalidRequest as exc:
             if "Batch too large" not in str(exc):
                 raise
@@ -306,6 +316,16 @@ class CassandraStore:
         """Run unprepared DDL (migrations)."""
         future = self._call(self._session.execute_async, cql, timeout=60.0)
         await _await(future, self.settings.hosts)
+
+    async def _answer(self, future: ResponseFuture) -> Any:
+        """`future`'s result; a host that let it run into the request timeout is asked last for a while (an LWT's
+        SERIAL read and its next send among them: `applied`)."""
+        try:
+            return await _await(future, self.settings.hosts)
+        except Unavailable as exc:
+            if isinstance(exc.__cause__, OperationTimedOut) and self._coordinators is not None:
+                self._coordinators.unanswered(exc.__cause__.last_host)
+            raise
 
     async def _statement(self, cql: str, prepared: bool) -> Any:
         if prepared:

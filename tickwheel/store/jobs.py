@@ -8,6 +8,7 @@ its `jobs` row stays (state DELETED) so its id keeps answering.
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -16,18 +17,21 @@ from typing import Any
 from schemas.messages import JobDefinition, encode
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import whole_ms
-from tickwheel.errors import BatchTooLarge
+from tickwheel.errors import BatchTooLarge, Unavailable
 from tickwheel.model import lane_of, recurs, tolerance_ms_of
 from tickwheel.store import runs
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.ports import ReschedulingStore
 from tickwheel.store.records import Job as Job
 from tickwheel.store.records import JobChange as JobChange
-from tickwheel.store.records import JobHead, NewRun, Pointer, job_head_of
+from tickwheel.store.records import JobHead, NewRun, Pointer, Row, job_head_of
 from tickwheel.store.records import JobState as JobState
 from tickwheel.store.records import KeyedJob as KeyedJob
 from tickwheel.store.records import job_of as job_of
-from tickwheel.store.times import bound
+from tickwheel.store.retries import intent_of
+from tickwheel.store.times import bound, epoch_us
+
+log = logging.getLogger(__name__)
 
 
 def occurrence_run(
@@ -93,6 +97,8 @@ INSERT_KEYED_JOB = (
 )
 READ_STATE = "SELECT state, version, definition FROM jobs WHERE job_id = ?"
 INSERT_LISTING = "INSERT INTO jobs_by_tenant (tenant_id, job_id, state, labels, created_at) VALUES (?, ?, ?, ?, ?)"
+# The listing row as a keyed create wrote it, at that create's time: a later change of the listing wins over it.
+INSERT_LISTING_AT = INSERT_LISTING + " USING TIMESTAMP ?"
 
 
 def _job_values(job: Job, now: datetime) -> list[Any]:
@@ -130,14 +136,38 @@ async def create_keyed_job(
     job that already holds the id (a replay, or the same key with another request: compare `request_hash`).
 
     The run is written after the job here, not before: only the request that created the job may write its run,
-    since a replay's plan (an interval anchored at its own now) could name another occurrence. A failure after
-    the insert is answered 503; the client's retry with the same key finds the job and completes it
-    (`complete_keyed_job`). `also` rides in the same batch (the create's audit row: no statement of its own)."""
-    applied, current = await store.applied(INSERT_KEYED_JOB, [*_job_values(job, now), request_hash])
-    if not applied:
+    since a replay's plan (an interval anchored at its own now) could name another occurrence. An insert answered
+    "not applied" with this very row (its first send applied after the SERIAL read that settled it found nothing)
+    is this request's own. If the batch fails, the rows are written once more (the job exists from its insert on)
+    the way a replay writes them (`complete_keyed_job`: nothing that could move the run back); a second failure is
+    answered 503, and the client's retry with the same key finds the job and completes it. `also` rides in the
+    same batch (the create's audit row: no statement of its own)."""
+    values = [*_job_values(job, now), request_hash]
+    applied, current = await store.applied(INSERT_KEYED_JOB, values)
+    if not applied and not _written_by(current, values):
         return KeyedJob(job_of(current), current.get("request_hash"))
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now), *also]
     # each row is safe to write again; none is visible without the job; grouped with other creates' rows
+    try:
+        await _write_rows(store, rows)
+    except Unavailable as exc:
+        # Not the same batch again: it may have applied in part (it spans partitions; run 8 of the soak had a run
+        # row written without its due row), and a run fired and claimed since would be moved back to SCHEDULED by
+        # its runs row, a plain insert. What a replay writes cannot move it back.
+        log.warning("the rows of a keyed create failed after its job was written; written again: %s", exc)
+        await complete_keyed_job(store, job, first_run, now)
+        await asyncio.gather(*(store.execute(cql, params) for cql, params in also))
+    return None
+
+
+def _written_by(current: Row, values: Sequence[Any]) -> bool:
+    """Whether the row a keyed insert found is the one it writes itself (every value the same)."""
+    intent = intent_of(INSERT_KEYED_JOB, values, ["job_id"])
+    return intent is not None and intent.shows(current)
+
+
+async def _write_rows(store: CassandraStore, rows: Sequence[tuple[str, Sequence[Any]]]) -> None:
+    """A keyed create's rows after its job: one unlogged batch, grouped with other creates' rows."""
     try:
         await store.grouped_batch(rows, logged=False)
     except BatchTooLarge:
@@ -145,15 +175,18 @@ async def create_keyed_job(
         # unlogged, so the same rows one statement each lose no atomicity, and the job just written does not stay
         # without its run.
         await asyncio.gather(*(store.execute(cql, params) for cql, params in rows))
-    return None
 
 
 async def complete_keyed_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
-    """A replay found the job but not its first run: write them as a retry of the first request would (the run
-    only if absent: it may have been claimed since)."""
+    """A replay found the job of a keyed create whose rows may not all be there (its batch failed, or was applied
+    in part: an unlogged batch spans partitions): write them again as that create did at its time `now` (the job's
+    `created_at`), moving nothing back: the run only if absent, its due and history rows only while it is still
+    SCHEDULED (`runs.create_run`: it may have been claimed since), the listing row at that create's write time (a
+    pause or a delete since wins over it)."""
     if first_run is not None:
         await runs.create_run(store, first_run, now)
-    await store.execute(*listing_row(job, now))
+    _, params = listing_row(job, now)
+    await store.execute(INSERT_LISTING_AT, [*params, epoch_us(now)])
 
 
 async def create_job(

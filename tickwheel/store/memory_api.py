@@ -87,10 +87,13 @@ class MemoryApiStore(SharedDecisions, MemoryStore):
         return None if held is None else KeyedJob(held, self.request_hashes.get(job_id))
 
     async def complete_keyed_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
-        """The first run if absent, and the listing."""
+        """The first run if absent (its due and history rows while SCHEDULED), and the listing unless the job was
+        deleted since (written at the create's time, the delete's is later)."""
         if first_run is not None:
             await self.create_run(first_run, now)
-        self.listed.add(job.job_id)
+        held = self.jobs.get(job.job_id)
+        if held is None or held.state is not JobState.DELETED:
+            self.listed.add(job.job_id)
 
     async def update_job(self, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
         """`change` at version + 1 if the job is still at `job.version`; a deleted job leaves the listing."""

@@ -82,6 +82,20 @@ async def test_a_replay_completes_a_keyed_create_that_died_before_its_run_and_li
     assert stored is not None and stored.status is RunStatus.RUNNING
 
 
+async def test_a_replay_completing_a_keyed_create_lists_no_job_deleted_since_and_revives_no_run(
+    ports: Contract,
+) -> None:
+    now = whole_ms(datetime.now(UTC))
+    made, run = job(soon(), tenant_id=a_tenant())
+    assert await ports.create_keyed_job(made, run, now, "hash-1", creation(made, now)) is None
+    delete = JobChange(JobState.DELETED, made.definition, None, None)
+    assert (await ports.reschedule(made, delete, None, now, retention_s=KEPT_S))[0]
+    await ports.complete_keyed_job(made, run, now)  # a replay that read the job before the delete
+    assert await ports.count_jobs(made.tenant_id) == 0
+    stored = await ports.get_run(run.run_id)
+    assert stored is not None and stored.status is RunStatus.CANCELLED
+
+
 async def test_a_change_applies_only_at_the_version_it_was_read_at_and_replaces_the_scheduled_run(
     ports: Contract,
 ) -> None:
