@@ -89,10 +89,12 @@ def write_env(stack_dir: Path, servers: Path, name: str, extra: dict[str, str]) 
         **extra,
     }
     stack_dir.mkdir(parents=True, exist_ok=True)
-    for server in SERVERS:
-        link = stack_dir / server
+    # every node's directory under its own name (`cassandra`, or `cassandra-1`.. of a stack started with --hosts),
+    # so the probes find each server's pid file
+    for name in (n for kind in SERVERS for n in process.server_names(servers, kind)):
+        link = stack_dir / name
         if not link.exists() and not link.is_symlink():
-            link.symlink_to((servers / server).resolve())
+            link.symlink_to((servers / name).resolve())
     env = stack_dir / "env"
     env.write_text("".join(f"{k}={v}\n" for k, v in values.items()))
     return env

@@ -86,16 +86,18 @@ class Probe:
         self.keyspace = settings.cassandra.keyspace
 
     def pids(self) -> dict[str, int]:
-        names = [*PROCESSES, *SERVERS, *extra_workers(stack.stack_dir())]
-        found = {n: process.read_pid(stack.stack_dir(), n) for n in names}
+        root = stack.stack_dir()
+        servers = [n for kind in SERVERS for n in process.server_names(root, kind)]
+        found = {n: process.read_pid(root, n) for n in [*PROCESSES, *servers, *extra_workers(root)]}
         return {n: p for n, p in found.items() if p is not None}
 
     def snapshot(self) -> Snapshot:
         cpu: dict[str, float] = {}
-        for name, pid in self.pids().items():  # extra worker processes (`worker-2`, ...) count as the worker
-            tier = "worker" if name.startswith("worker-") else name
+        pids = self.pids()
+        for name, pid in pids.items():  # `worker-2` counts as the worker, `cassandra-1` as Cassandra
+            tier = name.partition("-")[0]
             cpu[tier] = cpu.get(tier, 0.0) + harness.cpu_seconds([pid])
-        cassandra = self.pids().get("cassandra")
+        cassandra = next((pid for name, pid in pids.items() if name.partition("-")[0] == "cassandra"), None)
         threads = jvm_profile.snapshot(cassandra) if cassandra is not None else {}
         return Snapshot(cpu, self._cql_counts() | self._driver_counts(), self._kafka_offsets(), threads)
 

@@ -287,12 +287,14 @@ def stop_peer(name: str, pid: int | None) -> None:
         process.is_running(pid)
 
 
-def stack_server_pids(*names: str) -> list[int]:
-    """Pids of the local stack's servers (`tickwheel stack up`) that are running."""
+def stack_server_pids(*kinds: str) -> list[int]:
+    """Pids of the local stack's servers of these kinds (`tickwheel stack up`; every node of each) that are
+    running."""
     from tickwheel.dev import stack
     from tickwheel.dev.stack import process
 
-    pids = (process.read_pid(stack.stack_dir(), name) for name in names)
+    root = stack.stack_dir()
+    pids = (process.read_pid(root, name) for kind in kinds for name in process.server_names(root, kind))
     return [p for p in pids if p is not None]
 
 

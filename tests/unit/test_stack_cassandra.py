@@ -46,3 +46,16 @@ def test_a_node_still_on_legacy_purging_gives_its_clients_no_grace(tmp_path: Pat
     (conf / "cassandra.yaml").write_text(cassandra._YAML.replace("paxos_state_purging: gc_grace\n", ""))
     assert cassandra.client_settings(tmp_path, ["cassandra"]) == {}  # started by an older checkout: untouched
     assert cassandra.client_settings(tmp_path, ["cassandra-2"]) == {}  # never prepared
+
+
+def test_server_names_finds_the_default_stacks_server_and_every_node_of_one_started_with_hosts(tmp_path: Path) -> None:
+    """The benchmarks' CPU probes find `cassandra` on the default stack and `cassandra-1`.. on one with --hosts."""
+    from tickwheel.dev.stack.process import server_names
+
+    single, nodes = tmp_path / "single", tmp_path / "nodes"
+    (single / "cassandra").mkdir(parents=True)
+    for name in ("cassandra-1", "cassandra-2", "cassandra-10", "cassandra-x", "kafka-1"):
+        (nodes / name).mkdir(parents=True)
+    assert server_names(single, "cassandra") == ["cassandra"]
+    assert server_names(nodes, "cassandra") == ["cassandra-1", "cassandra-2", "cassandra-10"]
+    assert server_names(nodes, "zookeeper") == []

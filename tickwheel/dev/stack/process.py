@@ -61,6 +61,16 @@ def log_path(stack_dir: Path, name: str) -> Path:
     return server_dir(stack_dir, name) / f"{name}.log"
 
 
+def server_names(stack_dir: Path, kind: str) -> list[str]:
+    """The servers of `kind` in `stack_dir`: `cassandra` on the default stack, `cassandra-1`, `cassandra-2`, ...
+    on one started with `--hosts` (a cluster, or one node on an address of its own)."""
+    nodes = sorted(
+        (p.name for p in stack_dir.glob(f"{kind}-*") if p.name[len(kind) + 1 :].isdigit()),
+        key=lambda name: int(name[len(kind) + 1 :]),
+    )
+    return [kind, *nodes] if (stack_dir / kind).exists() else nodes
+
+
 def pid_path(stack_dir: Path, name: str) -> Path:
     return server_dir(stack_dir, name) / f"{name}.pid"
 
