@@ -18,7 +18,7 @@ from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import whole_ms
 from tickwheel.errors import BatchTooLarge
 from tickwheel.model import lane_of, recurs, tolerance_ms_of
-from tickwheel.store import runs
+from tickwheel.store import runs, sweeping
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.ports import ReschedulingStore
 from tickwheel.store.records import Job as Job
@@ -132,7 +132,12 @@ async def create_keyed_job(
     The run is written after the job here, not before: only the request that created the job may write its run,
     since a replay's plan (an interval anchored at its own now) could name another occurrence. A failure after
     the insert is answered 503; the client's retry with the same key finds the job and completes it
-    (`complete_keyed_job`). `also` rides in the same batch (the create's audit row: no statement of its own)."""
+    (`complete_keyed_job`). `also` rides in the same batch (the create's audit row: no statement of its own).
+
+    A recurring job's row in the sweeper's index goes first, before the insert: whatever fails after it, the
+    sweeper finds the job (a once job needs none: its run's due rows are what the sweeper reads)."""
+    if recurs(job.definition):
+        await sweeping.mark_recurring(store, job)
     applied, current = await store.applied(INSERT_KEYED_JOB, [*_job_values(job, now), request_hash])
     if not applied:
         return KeyedJob(job_of(current), current.get("request_hash"))
@@ -151,6 +156,8 @@ async def create_keyed_job(
 async def complete_keyed_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
     """A replay found the job but not its first run: write them as a retry of the first request would (the run
     only if absent: it may have been claimed since)."""
+    if recurs(job.definition):
+        await sweeping.mark_recurring(store, job)
     if first_run is not None:
         await runs.create_run(store, first_run, now)
     await store.execute(*listing_row(job, now))
@@ -166,8 +173,11 @@ async def create_job(
     """Write a new job, its listing row and its first run in one logged batch at the store's (QUORUM)
     consistency: all of them or none, so there is neither an orphan run nor a job listed to a tenant who got no
     201. The job id is new (never written before), so its first run needs no condition: one write, no Paxos.
-    `also` rides in the same batch (the create's audit row)."""
+    `also` rides in the same batch (the create's audit row), and so does a recurring job's row in the sweeper's
+    index."""
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), (INSERT_JOB, _job_values(job, now))]
+    if recurs(job.definition):
+        rows.append(sweeping.recurring_row(job))
     await store.grouped_batch([*rows, listing_row(job, now), *also])  # with other creates' rows: still all or none
 
 
@@ -209,7 +219,10 @@ async def list_job_ids(
 
 
 async def update_job(store: CassandraStore, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
-    """Apply `change` if the job is still at `job.version`: (applied, the version found when it was not)."""
+    """Apply `change` if the job is still at `job.version`: (applied, the version found when it was not). A change
+    to a recurring schedule writes the job's row in the sweeper's index first (as a recurring create does)."""
+    if change.state is not JobState.DELETED and recurs(change.definition):
+        await sweeping.mark_recurring(store, job)
     applied, current = await store.applied(
         "UPDATE jobs SET state = ?, version = ?, definition = ?, lane = ?, labels = ?, next_run_at = ?,"
         " next_run_id = ?, updated_at = ? WHERE job_id = ? IF version = ?",
@@ -289,6 +302,23 @@ async def scan_page(store: CassandraStore, *, page_size: int, cursor: str | None
     A row without state or definition (only cells a conditional update left on a job never written) is no job."""
     rows, next_cursor = await store.page("SELECT * FROM jobs", page_size=page_size, cursor=cursor)
     return [job_of(row) for row in rows if row["state"] and row["definition"]], next_cursor
+
+
+GET_JOBS = "SELECT * FROM jobs WHERE job_id IN ?"
+GET_JOBS_GROUP = 64
+"""Partitions one `job_id IN ?` read asks for at most: the coordinator of the read waits for every partition."""
+
+
+async def get_jobs(store: CassandraStore, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
+    """Many jobs, one `job_id IN ?` read per GET_JOBS_GROUP ids; ids without a job (or with only the cells a
+    conditional update left) are left out."""
+    found: dict[uuid.UUID, Job] = {}
+    for start in range(0, len(job_ids), GET_JOBS_GROUP):
+        group = sorted(set(job_ids[start : start + GET_JOBS_GROUP]))
+        for row in await store.execute(GET_JOBS, [group]):
+            if row["state"] and row["definition"]:
+                found[row["job_id"]] = job_of(row)
+    return found
 
 
 async def read_state(store: CassandraStore, job_id: uuid.UUID) -> JobHead | None:
