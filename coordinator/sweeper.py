@@ -19,7 +19,7 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -41,6 +41,7 @@ from tickwheel.store.runs import (
     RunKind,
     RunStatus,
 )
+from tickwheel.store.sweeping import PARTS
 from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ log = logging.getLogger(__name__)
 MARK = "sweeper"
 """The name of the sweeper's row in `sweep_marks`."""
 SHARD_GROUP = 64
-"""Shards one `shard IN ?` read of the index or of a minute's due rows asks for."""
+"""Shards one `shard IN ?` read of a minute's due rows asks for."""
 
 
 class Repair(enum.StrEnum):
@@ -140,8 +141,8 @@ class Sweeper:
         mark = await self.store.swept_through(MARK)
         if mark is None:  # this keyspace's first pass: jobs made before the index was there are put in it
             await self.index_every_job(now, done)
-        for shards in groups(self.settings.shards):
-            await self.sweep_recurring(shards, now, done)
+        for part in range(PARTS):
+            await self.sweep_recurring(part, now, done)
         minutes = minutes_to_sweep(
             mark, now, self.grace, timedelta(seconds=cfg.sweep_lookback_s), cfg.sweep_minutes_per_pass
         )
@@ -168,9 +169,10 @@ class Sweeper:
             if cursor is None:
                 return
 
-    async def sweep_recurring(self, shards: Collection[int], now: datetime, done: dict[Repair, int]) -> None:
-        """Check the pointer of each recurring job in the index of `shards`; drop the jobs that cannot need it."""
-        ids = await self.store.recurring_jobs(shards)
+    async def sweep_recurring(self, part: int, now: datetime, done: dict[Repair, int]) -> None:
+        """Check the pointer of each recurring job in partition `part` of the index; drop the jobs that cannot
+        need it."""
+        ids = await self.store.recurring_jobs(part)
         page_size = self.settings.coordinator.sweep_page_size
         for start in range(0, len(ids), page_size):
             jobs = await self.store.get_jobs(ids[start : start + page_size])

@@ -46,6 +46,7 @@ from tickwheel.store.records import (
 )
 from tickwheel.store.run_history import EARLIER_RUNS_READ
 from tickwheel.store.runs import kept_s
+from tickwheel.store.sweeping import part_of
 from tickwheel.store.times import epoch_us
 
 DueKey = tuple[int, uuid.UUID, int, str]
@@ -430,11 +431,10 @@ class MemoryStore:
         following = start + page_size
         return ordered[start:following], str(following) if following < len(ordered) else None
 
-    async def recurring_jobs(self, shards: Collection[int]) -> list[uuid.UUID]:
-        """The ids in the recurring jobs' index of `shards`, by shard then id."""
-        asked = set(shards)
-        held = [(shard, job_id) for job_id, (shard, _) in self.recurring.items() if shard in asked]
-        return [job_id for _, job_id in sorted(held, key=lambda entry: (entry[0], entry[1].bytes))]
+    async def recurring_jobs(self, part: int) -> list[uuid.UUID]:
+        """The ids in partition `part` of the recurring jobs' index, by id."""
+        held = [job_id for job_id, (shard, _) in self.recurring.items() if part_of(shard) == part]
+        return sorted(held, key=lambda job_id: job_id.bytes)
 
     async def forget_recurring(self, job: Job) -> None:
         """Drop the job's index row unless it was written after the job version read (its `updated_at`)."""

@@ -247,8 +247,8 @@ class SweeperStore(ChainStore, JobScanStore, DueRowStore, TenantStore, Protocol)
     """What the coordinator's sweeper reads and repairs: the recurring jobs' index, the due rows of the minutes
     past their grace, the runs they name (the whole jobs table only on a keyspace's first pass)."""
 
-    async def recurring_jobs(self, shards: Collection[int]) -> list[uuid.UUID]:
-        """The ids in the recurring jobs' index of `shards` (a small group)."""
+    async def recurring_jobs(self, part: int) -> list[uuid.UUID]:
+        """The ids in partition `part` of the recurring jobs' index (`sweeping.PARTS` of them, by shard)."""
         ...
 
     async def forget_recurring(self, job: Job) -> None:

@@ -1,5 +1,5 @@
-"""What the coordinator's sweeper reads besides the due rows: the index of recurring jobs (`jobs_recurring`,
-partitioned by shard) and how far it has swept the minute buckets (`sweep_marks`).
+"""What the coordinator's sweeper reads besides the due rows: the index of recurring jobs (`jobs_recurring`, in
+PARTS partitions by the job's shard) and how far it has swept the minute buckets (`sweep_marks`).
 
 A recurring job's row is written before the job's own conditional write that makes it recurring (`recurring_row`
 goes into the job's create or update), so a recurring job is never without it: the sweeper finds a missing next
@@ -10,7 +10,6 @@ a job made recurring again after that read keeps the row written for it.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
@@ -18,16 +17,25 @@ from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.records import Job
 from tickwheel.store.times import aware, bound, epoch_us
 
-INSERT_RECURRING = "INSERT INTO jobs_recurring (shard, job_id) VALUES (?, ?)"
-SELECT_RECURRING = "SELECT job_id FROM jobs_recurring WHERE shard IN ?"
-DELETE_RECURRING = "DELETE FROM jobs_recurring USING TIMESTAMP ? WHERE shard = ? AND job_id = ?"
+PARTS = 16
+"""The index's partitions: few, so that an empty or small index costs a pass a few reads, not one per shard."""
+INSERT_RECURRING = "INSERT INTO jobs_recurring (part, job_id) VALUES (?, ?)"
+SELECT_RECURRING = "SELECT job_id FROM jobs_recurring WHERE part = ?"
+DELETE_RECURRING = "DELETE FROM jobs_recurring USING TIMESTAMP ? WHERE part = ? AND job_id = ?"
+
+
+def part_of(shard: int) -> int:
+    """The index partition of a job of `shard`."""
+    return shard % PARTS
+
+
 SELECT_MARK = "SELECT swept_through FROM sweep_marks WHERE name = ?"
 UPDATE_MARK = "UPDATE sweep_marks SET swept_through = ? WHERE name = ?"
 
 
 def recurring_row(job: Job) -> tuple[str, list[Any]]:
     """The job's `jobs_recurring` row."""
-    return INSERT_RECURRING, [job.shard, job.job_id]
+    return INSERT_RECURRING, [part_of(job.shard), job.job_id]
 
 
 async def mark_recurring(store: CassandraStore, job: Job) -> None:
@@ -35,12 +43,12 @@ async def mark_recurring(store: CassandraStore, job: Job) -> None:
     await store.execute(*recurring_row(job))
 
 
-async def recurring_jobs(store: CassandraStore, shards: Collection[int], *, page_size: int = 1000) -> list[uuid.UUID]:
-    """The ids in the index of `shards` (a small group: one `shard IN ?` read, paged)."""
+async def recurring_jobs(store: CassandraStore, part: int, *, page_size: int = 1000) -> list[uuid.UUID]:
+    """The ids in the index's partition `part` (paged)."""
     found: list[uuid.UUID] = []
     cursor: str | None = None
     while True:
-        rows, cursor = await store.page(SELECT_RECURRING, [sorted(set(shards))], page_size=page_size, cursor=cursor)
+        rows, cursor = await store.page(SELECT_RECURRING, [part], page_size=page_size, cursor=cursor)
         found.extend(row["job_id"] for row in rows)
         if cursor is None:
             return found
@@ -49,7 +57,7 @@ async def recurring_jobs(store: CassandraStore, shards: Collection[int], *, page
 async def forget_recurring(store: CassandraStore, job: Job) -> None:
     """Drop the job's row as of the job version read (its `updated_at`): a row written since (the job made
     recurring again) is newer and stays."""
-    await store.execute(DELETE_RECURRING, [epoch_us(job.updated_at), job.shard, job.job_id])
+    await store.execute(DELETE_RECURRING, [epoch_us(job.updated_at), part_of(job.shard), job.job_id])
 
 
 async def swept_through(store: CassandraStore, name: str) -> datetime | None:

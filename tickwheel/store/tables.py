@@ -188,9 +188,9 @@ class CassandraTables(SharedDecisions):
         """`jobs.scan_page`."""
         return await jobs.scan_page(self.cql, page_size=page_size, cursor=cursor)
 
-    async def recurring_jobs(self, shards: Collection[int]) -> list[uuid.UUID]:
+    async def recurring_jobs(self, part: int) -> list[uuid.UUID]:
         """`sweeping.recurring_jobs`."""
-        return await sweeping.recurring_jobs(self.cql, shards)
+        return await sweeping.recurring_jobs(self.cql, part)
 
     async def forget_recurring(self, job: Job) -> None:
         """`sweeping.forget_recurring`."""

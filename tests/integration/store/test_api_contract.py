@@ -20,6 +20,7 @@ from tickwheel.store.audit import JobChangeRecord
 from tickwheel.store.idempotency import Reservation
 from tickwheel.store.ports import ApiStore, DeadLetterStore, KeptChange, SweeperStore
 from tickwheel.store.records import AttemptResult, DeadLetter, Found, Job, JobChange, JobState, NewRun, RunStatus
+from tickwheel.store.sweeping import part_of
 
 KEPT_S = RUN_RETENTION_S  # the run retention of the runs these tests write (its TTLs: test_contract.py)
 
@@ -251,7 +252,7 @@ async def test_a_dead_letter_is_found_by_its_run_redriven_once_and_purged(ports:
 
 
 async def indexed(ports: Contract, made: Job) -> bool:
-    return made.job_id in await ports.recurring_jobs([made.shard])
+    return made.job_id in await ports.recurring_jobs(part_of(made.shard))
 
 
 async def test_a_recurring_job_is_in_the_sweepers_index_from_its_create_or_its_change_to_recurring(
