@@ -253,3 +253,11 @@ async def test_a_recurring_job_deleted_or_ended_leaves_the_index_and_one_made_re
     store.jobs[kept.job_id] = replace(kept, next_run_id=None, next_run_at=None, updated_at=now - timedelta(seconds=1))
     await Sweeper(Settings(), store, MemoryBus()).sweep(now)
     assert set(store.recurring) == {kept.job_id}
+
+
+async def test_an_overdue_recurring_run_found_by_its_job_and_by_its_row_is_repaired_once() -> None:
+    store = MemoryStore()
+    made, run = job(DUE, job_definition=definition(every_s=3600, anchor=DUE))
+    await store.create_job(made, run, DUE - timedelta(hours=1))
+    await swept_before(store, DUE - timedelta(minutes=5))  # its row fired and was lost on its way: still there
+    assert await Sweeper(Settings(), store, MemoryBus()).sweep(NOW) == {Repair.REFIRE: 1}
