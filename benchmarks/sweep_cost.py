@@ -85,27 +85,31 @@ def statements() -> float:
     return sum(s.value for m in metrics.cql_statements.collect() for s in m.samples if s.name.endswith("_total"))
 
 
+async def timed(sweeper: Sweeper, now: datetime, server: int) -> dict[str, object]:
+    """One pass at the clock `now`: what it cost this process and the server, and what it repaired."""
+    me = os.getpid()
+    t0, c0, s0, q0 = time.monotonic(), cpu_seconds([me]), cpu_seconds([server]), statements()
+    repairs = await sweeper.sweep(now)
+    t1, c1, s1, q1 = time.monotonic(), cpu_seconds([me]), cpu_seconds([server]), statements()
+    return {
+        "client_s": round(c1 - c0, 3),
+        "cassandra_s": round(s1 - s0, 3),
+        "wall_s": round(t1 - t0, 3),
+        "statements": int(q1 - q0),
+        "repairs": {r.value: k for r, k in repairs.items()},
+    }
+
+
 async def passes(tables: CassandraTables, args: argparse.Namespace) -> dict[str, object]:
-    """One warm pass, then `args.passes` timed ones a minute of the clock apart."""
+    """The server's idle CPU, then one warm pass and `args.passes` timed ones, a minute of the clock apart."""
+    s0 = cpu_seconds([args.pid])
+    await asyncio.sleep(args.idle)
+    idle = (cpu_seconds([args.pid]) - s0) / args.idle
     start = datetime.fromisoformat(args.at) + timedelta(minutes=args.start_min)
     sweeper = Sweeper(Settings(), tables, MemoryBus())
-    warm = await sweeper.sweep(start)
-    me = os.getpid()
-    timed = []
-    for n in range(1, args.passes + 1):
-        t0, c0, s0, q0 = time.monotonic(), cpu_seconds([me]), cpu_seconds([args.pid]), statements()
-        repairs = await sweeper.sweep(start + timedelta(minutes=n))
-        t1, c1, s1, q1 = time.monotonic(), cpu_seconds([me]), cpu_seconds([args.pid]), statements()
-        timed.append(
-            {
-                "client_s": round(c1 - c0, 3),
-                "cassandra_s": round(s1 - s0, 3),
-                "wall_s": round(t1 - t0, 3),
-                "statements": int(q1 - q0),
-                "repairs": {r.value: k for r, k in repairs.items()},
-            }
-        )
-    return {"warm_repairs": {r.value: k for r, k in warm.items()}, "passes": timed}
+    warm = await timed(sweeper, start, args.pid)
+    runs = [await timed(sweeper, start + timedelta(minutes=n), args.pid) for n in range(1, args.passes + 1)]
+    return {"label": args.label, "cassandra_idle_s_per_s": round(idle, 4), "warm": warm, "passes": runs}
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, object]:
@@ -138,6 +142,8 @@ def main() -> None:
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--start-min", type=int, default=0)
     p.add_argument("--at", default="", help="passes: the populated_at that `populate` printed")
+    p.add_argument("--idle", type=float, default=5.0, help="passes: seconds of the server's idle CPU measured first")
+    p.add_argument("--label", default="", help="passes: a name for the output (the code's side)")
     args = p.parse_args()
     print(json.dumps(asyncio.run(main_async(args))))
 
