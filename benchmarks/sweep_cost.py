@@ -8,7 +8,7 @@ PYTHONPATH, over the same keyspace). Nothing else runs: no platform, no Kafka (r
 
 `populate` writes (with this code's store) once jobs due over the last `--spread-min` minutes, each claimed and
 SUCCEEDED; `--waiting` once jobs due in one to three hours; `--running` once jobs due in the last half hour,
-RUNNING under a lease three hours long; `--recurring` hourly interval jobs whose next run is due within the hour.
+RUNNING under a lease three hours long; `--recurring` hourly interval jobs whose next run is due in one to three hours.
 None needs a repair, so every pass of either code finds the same keyspace. `passes` makes one warm pass and then
 `--passes` timed ones, each at a clock one minute later than the last (from `--start-min` minutes after `--at`,
 the `populated_at` that `populate` printed): a sweeper that reads the minutes since its last pass reads one minute
@@ -68,7 +68,7 @@ async def populate(tables: CassandraTables, args: argparse.Namespace, now: datet
         *(once(now + timedelta(seconds=random.uniform(3600, 3 * 3600)), now, "waiting") for _ in range(args.waiting)),
         *(once(now - timedelta(seconds=random.uniform(60, 1800)), now - timedelta(hours=1), "running")
           for _ in range(args.running)),
-        *(recurring(now + timedelta(seconds=random.uniform(60, 3600))) for _ in range(args.recurring)),
+        *(recurring(now + timedelta(seconds=random.uniform(3600, 3 * 3600))) for _ in range(args.recurring)),
     ]  # fmt: skip
     await asyncio.gather(*tasks)
     return {
