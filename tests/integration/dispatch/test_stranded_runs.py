@@ -8,9 +8,12 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from coordinator.sweeper import Repair, Sweeper
+from coordinator.sweeper import MARK, Repair, Sweeper
+from tests.conftest import own_keyspace
+from tests.factories import definition, job
 from tests.integration.dispatch.conftest import write_interval_job
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.bus.memory import MemoryBus
 from tickwheel.core.ids import minute_bucket
 from tickwheel.settings import Settings
 from tickwheel.store import runs
@@ -80,3 +83,29 @@ async def test_runs_that_finished_or_wait_inside_their_lease_are_left_alone(
     assert await sweep_run(dsettings, store, job_id, run, now) == []
     assert await runs.finish(store, run, 1, runs.AttemptResult(runs.RunStatus.SUCCEEDED), "w", due, now)
     assert await sweep_run(dsettings, store, job_id, run, now + timedelta(hours=1)) == []
+
+
+async def test_a_whole_pass_on_cassandra_finds_a_stranded_run_through_its_minutes_due_rows(settings: Settings) -> None:
+    """The pass itself on a keyspace of its own: the minute's due rows name the runs, a settled one is left alone,
+    a stranded one is repaired, and the mark moves past the minutes read."""
+    now = datetime.now(UTC)
+    due = (now - timedelta(minutes=10)).replace(microsecond=0)
+    async with own_keyspace(settings, "sweepmin") as (own, store):
+        tables = CassandraTables(store)
+        await tables.mark_swept(MARK, due - timedelta(minutes=2))
+        (settled_job, settled), (stranded_job, stranded) = (
+            job(due, job_definition=definition(every_s=None, anchor=due)) for _ in range(2)
+        )
+        lease_until = due + timedelta(minutes=1)
+        for made, run in ((settled_job, settled), (stranded_job, stranded)):
+            await tables.create_job(made, run, due - timedelta(hours=1))
+            assert (await tables.claim(run, 0, "w", lease_until, due)).applied
+        result = runs.AttemptResult(runs.RunStatus.SUCCEEDED)
+        assert await tables.finish(settled, 1, result, "w", due, due + timedelta(seconds=1), lease_until)
+        await store.execute(  # the stranded run's lease check row is lost; its own row at `due` is still there
+            "DELETE FROM runs_by_bucket WHERE bucket = ? AND shard = ?",
+            [minute_bucket(lease_until).replace(tzinfo=None), stranded.shard],
+        )
+        assert await Sweeper(own, tables, MemoryBus()).sweep(now) == {Repair.LEASE_LAPSED: 1}
+        assert (1, "lease_check") in await bucket_rows(store, stranded, now)
+        assert await tables.swept_through(MARK) == minute_bucket(now - timedelta(seconds=own.coordinator.sweep_grace_s))
