@@ -6,9 +6,10 @@ PYTHONPATH, over the same keyspace). Nothing else runs: no platform, no Kafka (r
     python -m benchmarks.sweep_cost passes --cassandra 127.0.0.4:29042 --keyspace tw_sweep --pid <cassandra pid> \
         --passes 3 --start-min 0 --at <populated_at>
 
-`populate` writes (with this code's store) once jobs due over the last `--spread-min` minutes, each claimed and
-SUCCEEDED; `--waiting` once jobs due in one to three hours; `--running` once jobs due in the last half hour,
-RUNNING under a lease three hours long; `--recurring` hourly interval jobs whose next run is due in one to three hours.
+`populate` writes (with this code's store) once jobs due over the last `--spread-min` minutes (0: all in the
+minute three minutes ago), each claimed and SUCCEEDED; `--waiting` once jobs due in one to three hours;
+`--running` once jobs due in the last half hour, RUNNING under a lease three hours long; `--recurring` hourly
+interval jobs whose next run is due in one to three hours.
 None needs a repair, so every pass of either code finds the same keyspace. `passes` makes one warm pass and then
 `--passes` timed ones, each at a clock one minute later than the last (from `--start-min` minutes after `--at`,
 the `populated_at` that `populate` printed): a sweeper that reads the minutes since its last pass reads one minute
@@ -62,9 +63,16 @@ async def populate(tables: CassandraTables, args: argparse.Namespace, now: datet
             await tables.create_job(made, run, now)
 
     spread_s = args.spread_min * 60
+
+    def settled_at() -> datetime:
+        if not spread_s:  # all in one minute, three minutes ago: what one pass reads at a steady rate
+            return (
+                now.replace(second=0, microsecond=0) - timedelta(minutes=3) + timedelta(seconds=random.uniform(0, 59))
+            )
+        return now - timedelta(seconds=random.uniform(60, spread_s))
+
     tasks = [
-        *(once(now - timedelta(seconds=random.uniform(60, spread_s)), now - timedelta(seconds=spread_s + 60),
-               "settled") for _ in range(args.settled)),
+        *(once(settled_at(), now - timedelta(seconds=spread_s + 3600), "settled") for _ in range(args.settled)),
         *(once(now + timedelta(seconds=random.uniform(3600, 3 * 3600)), now, "waiting") for _ in range(args.waiting)),
         *(once(now - timedelta(seconds=random.uniform(60, 1800)), now - timedelta(hours=1), "running")
           for _ in range(args.running)),
