@@ -75,17 +75,22 @@ async def _replayed_job(
     api: Api, keyed: KeyedCreate, existing: job_store.KeyedJob, now: datetime, retention_s: int
 ) -> Job:
     """The same key again: the job it made, after completing its first run if that request died before writing
-    it (a request younger than the store's timeout may still be writing it: 409, try again)."""
+    it (a request younger than the store's timeout may still be writing it: 409, try again), or writing its due
+    row again while it has not fired (the request's batch may have written the run and not its row: the sweeper
+    reads due rows, not every job, and would not find that run)."""
     check_replay(keyed, existing.request_hash)
     job = existing.job
     if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:
         first = job_store.occurrence_run(
             job.job_id, job.tenant_id, job.shard, 1, job.definition, job.next_run_at, retention_s=retention_s
         )
-        if await api.store.get_run(first.run_id) is None:
+        run = await api.store.get_run(first.run_id)
+        if run is None:
             if (now - job.created_at).total_seconds() < api.settings.cassandra.request_timeout_s:
                 raise Conflict(f"a request with this {HEADER} is still in progress", field=HEADER, retry_after_s=1)
             await api.store.complete_keyed_job(job, first, now)
+        elif run.status is RunStatus.SCHEDULED and run.attempt == 0:
+            await api.store.complete_keyed_job(job, first, now)  # its rows again: each is safe to write twice
     return job
 
 
