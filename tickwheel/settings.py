@@ -172,6 +172,10 @@ class CoordinatorSettings:
     sweep_interval_s: float = 60.0
     sweep_grace_s: int = 300
     sweep_page_size: int = 500
+    # The sweeper reads each minute's due rows once, after the grace; a keyspace's first pass starts this far back,
+    # and a pass reads at most this many minutes (a coordinator back after a long outage catches up pass by pass).
+    sweep_lookback_s: int = 3600
+    sweep_minutes_per_pass: int = 60
     # Each refresh reads forecast_minutes x shards partitions (10 x 1024): every 30 s that was ~340 reads/s, more
     # than the runs of a 50 runs/s load cost; the pre-scaling it feeds looks minutes ahead, so 2 minutes is fresh.
     forecast_interval_s: float = 120.0

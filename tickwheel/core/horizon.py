@@ -40,6 +40,22 @@ def day_of(at: datetime) -> datetime:
     return at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
 
 
+def minutes_to_sweep(
+    swept_through: datetime | None, now: datetime, grace: timedelta, lookback: timedelta, most: int
+) -> list[datetime]:
+    """The minute buckets the sweeper's pass reads, oldest first: from `swept_through` (a first pass: the minute of
+    now - grace - lookback) to the last minute wholly older than now - `grace`, at most `most` of them (the next
+    pass goes on from there)."""
+    end = (now - grace).astimezone(UTC).replace(second=0, microsecond=0)  # not wholly past its grace yet
+    first = end - lookback if swept_through is None else swept_through
+    first = first.astimezone(UTC).replace(second=0, microsecond=0)
+    minutes: list[datetime] = []
+    while first < end and len(minutes) < most:
+        minutes.append(first)
+        first += timedelta(minutes=1)
+    return minutes
+
+
 def days_to_move(now: datetime, moved_through: datetime | None, lookback: timedelta) -> list[datetime]:
     """The days the mover still has to move, oldest first: after `moved_through` (a new leader: from the day of
     now - lookback) through the day of now + MOVE_LEAD. No row lands in a day that close (FAR_AFTER exceeds

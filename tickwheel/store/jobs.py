@@ -19,7 +19,7 @@ from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import whole_ms
 from tickwheel.errors import BatchTooLarge, Unavailable
 from tickwheel.model import lane_of, recurs, tolerance_ms_of
-from tickwheel.store import runs
+from tickwheel.store import runs, sweeping
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.ports import ReschedulingStore
 from tickwheel.store.records import Job as Job
@@ -141,7 +141,12 @@ async def create_keyed_job(
     is this request's own. If the batch fails, the rows are written once more (the job exists from its insert on)
     the way a replay writes them (`complete_keyed_job`: nothing that could move the run back); a second failure is
     answered 503, and the client's retry with the same key finds the job and completes it. `also` rides in the
-    same batch (the create's audit row: no statement of its own)."""
+    same batch (the create's audit row: no statement of its own).
+
+    A recurring job's row in the sweeper's index goes first, before the insert: whatever fails after it, the
+    sweeper finds the job (a once job needs none: its run's due rows are what the sweeper reads)."""
+    if recurs(job.definition):
+        await sweeping.mark_recurring(store, job)
     values = [*_job_values(job, now), request_hash]
     applied, current = await store.applied(INSERT_KEYED_JOB, values)
     if not applied and not _written_by(current, values):
@@ -182,7 +187,9 @@ async def complete_keyed_job(store: CassandraStore, job: Job, first_run: NewRun 
     in part: an unlogged batch spans partitions): write them again as that create did at its time `now` (the job's
     `created_at`), moving nothing back: the run only if absent, its due and history rows only while it is still
     SCHEDULED (`runs.create_run`: it may have been claimed since), the listing row at that create's write time (a
-    pause or a delete since wins over it)."""
+    pause or a delete since wins over it); a recurring job's index row first."""
+    if recurs(job.definition):
+        await sweeping.mark_recurring(store, job)
     if first_run is not None:
         await runs.create_run(store, first_run, now)
     _, params = listing_row(job, now)
@@ -199,8 +206,11 @@ async def create_job(
     """Write a new job, its listing row and its first run in one logged batch at the store's (QUORUM)
     consistency: all of them or none, so there is neither an orphan run nor a job listed to a tenant who got no
     201. The job id is new (never written before), so its first run needs no condition: one write, no Paxos.
-    `also` rides in the same batch (the create's audit row)."""
+    `also` rides in the same batch (the create's audit row), and so does a recurring job's row in the sweeper's
+    index."""
     rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), (INSERT_JOB, _job_values(job, now))]
+    if recurs(job.definition):
+        rows.append(sweeping.recurring_row(job))
     await store.grouped_batch([*rows, listing_row(job, now), *also])  # with other creates' rows: still all or none
 
 
@@ -242,7 +252,10 @@ async def list_job_ids(
 
 
 async def update_job(store: CassandraStore, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
-    """Apply `change` if the job is still at `job.version`: (applied, the version found when it was not)."""
+    """Apply `change` if the job is still at `job.version`: (applied, the version found when it was not). A change
+    to a recurring schedule writes the job's row in the sweeper's index first (as a recurring create does)."""
+    if change.state is not JobState.DELETED and recurs(change.definition):
+        await sweeping.mark_recurring(store, job)
     applied, current = await store.applied(
         "UPDATE jobs SET state = ?, version = ?, definition = ?, lane = ?, labels = ?, next_run_at = ?,"
         " next_run_id = ?, updated_at = ? WHERE job_id = ? IF version = ?",
@@ -322,6 +335,23 @@ async def scan_page(store: CassandraStore, *, page_size: int, cursor: str | None
     A row without state or definition (only cells a conditional update left on a job never written) is no job."""
     rows, next_cursor = await store.page("SELECT * FROM jobs", page_size=page_size, cursor=cursor)
     return [job_of(row) for row in rows if row["state"] and row["definition"]], next_cursor
+
+
+GET_JOBS = "SELECT * FROM jobs WHERE job_id IN ?"
+GET_JOBS_GROUP = 64
+"""Partitions one `job_id IN ?` read asks for at most: the coordinator of the read waits for every partition."""
+
+
+async def get_jobs(store: CassandraStore, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
+    """Many jobs, one `job_id IN ?` read per GET_JOBS_GROUP ids; ids without a job (or with only the cells a
+    conditional update left) are left out."""
+    found: dict[uuid.UUID, Job] = {}
+    for start in range(0, len(job_ids), GET_JOBS_GROUP):
+        group = sorted(set(job_ids[start : start + GET_JOBS_GROUP]))
+        for row in await store.execute(GET_JOBS, [group]):
+            if row["state"] and row["definition"]:
+                found[row["job_id"]] = job_of(row)
+    return found
 
 
 async def read_state(store: CassandraStore, job_id: uuid.UUID) -> JobHead | None:

@@ -20,6 +20,7 @@ from schemas.messages import DueRun
 from tickwheel.core import fencing
 from tickwheel.core.horizon import day_of, is_far
 from tickwheel.core.instants import epoch_ms, whole_ms
+from tickwheel.model import recurs
 from tickwheel.store import far
 from tickwheel.store.buckets import due_run_for
 from tickwheel.store.records import (
@@ -45,6 +46,7 @@ from tickwheel.store.records import (
 )
 from tickwheel.store.run_history import EARLIER_RUNS_READ
 from tickwheel.store.runs import kept_s
+from tickwheel.store.sweeping import part_of
 from tickwheel.store.times import epoch_us
 
 DueKey = tuple[int, uuid.UUID, int, str]
@@ -91,6 +93,9 @@ class MemoryStore:
     versions_started: dict[tuple[uuid.UUID, int], datetime] = field(default_factory=dict)
     sweeps: int = 0
     repairs: dict[str, int] = field(default_factory=dict)
+    recurring: dict[uuid.UUID, tuple[int, int]] = field(default_factory=dict)
+    """The recurring jobs' index: job id -> (shard, when its row was written, epoch us: wall time, as Cassandra's)."""
+    marks: dict[str, datetime] = field(default_factory=dict)
     kept_until: dict[uuid.UUID, datetime] = field(default_factory=dict)
     """Run id -> when the `runs` cells its latest write set would expire on Cassandra (nothing expires here)."""
 
@@ -351,6 +356,8 @@ class MemoryStore:
         )  # fmt: skip
         if first_run is not None:
             await self.write_new_run(first_run, now)
+        if recurs(job.definition):
+            await self.mark_recurring(job)
 
     async def move_pointer(
         self, job: Job, current_run_id: uuid.UUID, following: NewRun | None, fired_count: int, now: datetime
@@ -424,22 +431,37 @@ class MemoryStore:
         following = start + page_size
         return ordered[start:following], str(following) if following < len(ordered) else None
 
-    async def latest_before_each(
-        self, job_ids: Sequence[uuid.UUID], before: datetime, limit: int
-    ) -> dict[uuid.UUID, list[HistoryEntry]]:
-        """Each job's newest history entries scheduled at or before `before` (jobs without any left out)."""
-        found = {}
-        for job_id in job_ids:
-            rows = self.history.get(job_id, {})
-            keys = sorted((key for key in rows if key[0] <= before), reverse=True)[:limit]
-            if keys:
-                found[job_id] = [rows[key].entry for key in keys]
-        return found
+    async def recurring_jobs(self, part: int) -> list[uuid.UUID]:
+        """The ids in partition `part` of the recurring jobs' index, by id."""
+        held = [job_id for job_id, (shard, _) in self.recurring.items() if part_of(shard) == part]
+        return sorted(held, key=lambda job_id: job_id.bytes)
+
+    async def forget_recurring(self, job: Job) -> None:
+        """Drop the job's index row unless it was written after the job version read (its `updated_at`)."""
+        held = self.recurring.get(job.job_id)
+        if held is not None and held[1] <= epoch_us(job.updated_at):
+            del self.recurring[job.job_id]
+
+    async def mark_recurring(self, job: Job) -> None:
+        """Put the job in the recurring jobs' index (written at the wall clock's time, as on Cassandra)."""
+        self.recurring[job.job_id] = (job.shard, epoch_us(datetime.now(UTC)))
+
+    async def get_jobs(self, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
+        """Each job that exists."""
+        return {job_id: job for job_id in job_ids if (job := self.jobs.get(job_id)) is not None}
+
+    async def swept_through(self, name: str) -> datetime | None:
+        """The first minute sweeper `name` has not swept yet."""
+        return self.marks.get(name)
+
+    async def mark_swept(self, name: str, through: datetime) -> None:
+        """Every minute before `through` is swept."""
+        self.marks[name] = stored(through)
 
     async def due_states(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DueState]:
-        """Each run's status, attempt and due time (runs without a row left out)."""
+        """Each run's status, attempt, due time and lease (runs without a row left out)."""
         return {
-            run_id: DueState(run.status, run.attempt, run.due_at)
+            run_id: DueState(run.status, run.attempt, run.due_at, run.lease_until)
             for run_id in run_ids
             if (run := self.runs.get(run_id)) is not None
         }

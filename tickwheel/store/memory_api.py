@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TypeVar
 
+from tickwheel.model import recurs
 from tickwheel.store import jobs
 from tickwheel.store.audit import JobChangeRecord
 from tickwheel.store.decisions import SharedDecisions
@@ -73,7 +74,10 @@ class MemoryApiStore(SharedDecisions, MemoryStore):
     async def create_keyed_job(
         self, job: Job, first_run: NewRun | None, now: datetime, request_hash: str, change: KeptChange
     ) -> KeyedJob | None:
-        """The job if its id is free (None), then its first run, listing and audit row; else the job holding it."""
+        """The job if its id is free (None), then its first run, listing and audit row; else the job holding it (a
+        recurring job's index row first, whatever the insert finds)."""
+        if recurs(job.definition):
+            await self.mark_recurring(job)
         held = self.jobs.get(job.job_id)
         if held is not None:
             return KeyedJob(held, self.request_hashes.get(job.job_id))
@@ -87,8 +91,10 @@ class MemoryApiStore(SharedDecisions, MemoryStore):
         return None if held is None else KeyedJob(held, self.request_hashes.get(job_id))
 
     async def complete_keyed_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
-        """The first run if absent (its due and history rows while SCHEDULED), and the listing unless the job was
-        deleted since (written at the create's time, the delete's is later)."""
+        """The first run if absent (its due and history rows while SCHEDULED), a recurring job's index row, and the
+        listing unless the job was deleted since (written at the create's time, the delete's is later)."""
+        if recurs(job.definition):
+            await self.mark_recurring(job)
         if first_run is not None:
             await self.create_run(first_run, now)
         held = self.jobs.get(job.job_id)
@@ -96,7 +102,10 @@ class MemoryApiStore(SharedDecisions, MemoryStore):
             self.listed.add(job.job_id)
 
     async def update_job(self, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
-        """`change` at version + 1 if the job is still at `job.version`; a deleted job leaves the listing."""
+        """`change` at version + 1 if the job is still at `job.version`; a deleted job leaves the listing; a change
+        to a recurring schedule writes the job's index row first."""
+        if change.state is not JobState.DELETED and recurs(change.definition):
+            await self.mark_recurring(job)
         held = self.jobs.get(job.job_id)
         if held is None or held.version != job.version:
             return False, None if held is None else held.version

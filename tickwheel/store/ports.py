@@ -243,18 +243,36 @@ class ReconcilerStore(RunStore, JobScanStore, TenantStore, Protocol):
         ...
 
 
-class SweeperStore(ChainStore, JobScanStore, TenantStore, Protocol):
-    """What the coordinator's sweeper reads and repairs."""
+class SweeperStore(ChainStore, JobScanStore, DueRowStore, TenantStore, Protocol):
+    """What the coordinator's sweeper reads and repairs: the recurring jobs' index, the due rows of the minutes
+    past their grace, the runs they name (the whole jobs table only on a keyspace's first pass)."""
 
-    async def latest_before_each(
-        self, job_ids: Sequence[uuid.UUID], before: datetime, limit: int
-    ) -> dict[uuid.UUID, list[HistoryEntry]]:
-        """Each job's newest `limit` history entries scheduled at or before `before`, newest first (jobs without
-        any left out)."""
+    async def recurring_jobs(self, part: int) -> list[uuid.UUID]:
+        """The ids in partition `part` of the recurring jobs' index (`sweeping.PARTS` of them, by shard)."""
+        ...
+
+    async def forget_recurring(self, job: Job) -> None:
+        """Drop the job from the recurring jobs' index as of the version read (a row written since stays)."""
+        ...
+
+    async def mark_recurring(self, job: Job) -> None:
+        """Put the job in the recurring jobs' index."""
+        ...
+
+    async def get_jobs(self, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
+        """Each job (any state; ids without one left out)."""
+        ...
+
+    async def swept_through(self, name: str) -> datetime | None:
+        """The first minute the sweeper `name` has not swept yet (None: it never swept)."""
+        ...
+
+    async def mark_swept(self, name: str, through: datetime) -> None:
+        """Every minute before `through` is swept."""
         ...
 
     async def due_states(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DueState]:
-        """Each run's status, attempt and due time (runs without a row left out)."""
+        """Each run's status, attempt, due time and lease (runs without a row left out)."""
         ...
 
     async def move_due(self, run: NewRun, status: RunStatus, attempt: int, due_at: datetime, now: datetime) -> bool:

@@ -161,11 +161,12 @@ def run_of(row: Row) -> Run:
 
 @dataclass(frozen=True, slots=True)
 class DueState:
-    """A run's status, attempt and due time: the sweeper's view of a job's next run."""
+    """A run's status, attempt, due time and lease: the sweeper's view of a run."""
 
     status: RunStatus
     attempt: int
     due_at: datetime | None
+    lease_until: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

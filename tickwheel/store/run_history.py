@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -50,27 +49,6 @@ async def page_of_job(
         params.append(status)
     rows, next_cursor = await store.page(cql, params, page_size=page_size, cursor=cursor)
     return [history_entry_of(row) for row in rows], next_cursor
-
-
-LATEST_BEFORE_EACH = (
-    "SELECT job_id, run_id, scheduled_at, status FROM runs_by_job WHERE job_id IN ? AND scheduled_at <= ?"
-    " PER PARTITION LIMIT ?"
-)
-GROUP = 64
-"""Jobs one `job_id IN ?` read asks for at most: the coordinator of the read waits for every partition of it."""
-
-
-async def latest_before_each(
-    store: CassandraStore, job_ids: Sequence[uuid.UUID], before: datetime, limit: int
-) -> dict[uuid.UUID, list[HistoryEntry]]:
-    """`latest_before` for many jobs: one `job_id IN ?` read per GROUP jobs (the sweeper's pass made a request
-    per job for its history and another for its next run). Jobs without entries are left out."""
-    found: dict[uuid.UUID, list[HistoryEntry]] = {}
-    for start in range(0, len(job_ids), GROUP):
-        group = sorted(set(job_ids[start : start + GROUP]))
-        for row in await store.execute(LATEST_BEFORE_EACH, [group, bound(before), limit]):
-            found.setdefault(row["job_id"], []).append(history_entry_of(row))
-    return found  # each job's entries newest first: a partition's rows come in its clustering order
 
 
 EARLIER_RUNS = "SELECT run_id, status FROM runs_by_job WHERE job_id = ? AND scheduled_at < ? LIMIT ?"

@@ -526,7 +526,7 @@ async def revive(store: CassandraStore, run: NewRun, now: datetime) -> bool:
     return applied
 
 
-DUE_STATES = "SELECT run_id, status, attempt, due_at FROM runs WHERE run_id IN ?"
+DUE_STATES = "SELECT run_id, status, attempt, due_at, lease_until FROM runs WHERE run_id IN ?"
 DUE_STATES_GROUP = 64
 """Partitions one `run_id IN ?` read asks for at most: the coordinator of the read waits for every partition."""
 
@@ -538,7 +538,9 @@ async def due_states(store: CassandraStore, run_ids: Sequence[uuid.UUID]) -> dic
     for start in range(0, len(run_ids), DUE_STATES_GROUP):
         group = sorted(set(run_ids[start : start + DUE_STATES_GROUP]))
         for row in await store.execute(DUE_STATES, [group]):
-            found[row["run_id"]] = DueState(RunStatus(row["status"]), row["attempt"] or 0, aware(row["due_at"]))
+            found[row["run_id"]] = DueState(
+                RunStatus(row["status"]), row["attempt"] or 0, aware(row["due_at"]), aware(row["lease_until"])
+            )
     return found
 
 

@@ -20,6 +20,7 @@ from tickwheel.store import (
     operator,
     run_history,
     runs,
+    sweeping,
     tenants,
 )
 from tickwheel.store.audit import JobChangeRecord
@@ -187,11 +188,29 @@ class CassandraTables(SharedDecisions):
         """`jobs.scan_page`."""
         return await jobs.scan_page(self.cql, page_size=page_size, cursor=cursor)
 
-    async def latest_before_each(
-        self, job_ids: Sequence[uuid.UUID], before: datetime, limit: int
-    ) -> dict[uuid.UUID, list[HistoryEntry]]:
-        """`run_history.latest_before_each`."""
-        return await run_history.latest_before_each(self.cql, job_ids, before, limit)
+    async def recurring_jobs(self, part: int) -> list[uuid.UUID]:
+        """`sweeping.recurring_jobs`."""
+        return await sweeping.recurring_jobs(self.cql, part)
+
+    async def forget_recurring(self, job: Job) -> None:
+        """`sweeping.forget_recurring`."""
+        await sweeping.forget_recurring(self.cql, job)
+
+    async def mark_recurring(self, job: Job) -> None:
+        """`sweeping.mark_recurring`."""
+        await sweeping.mark_recurring(self.cql, job)
+
+    async def get_jobs(self, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
+        """`jobs.get_jobs`."""
+        return await jobs.get_jobs(self.cql, job_ids)
+
+    async def swept_through(self, name: str) -> datetime | None:
+        """`sweeping.swept_through`."""
+        return await sweeping.swept_through(self.cql, name)
+
+    async def mark_swept(self, name: str, through: datetime) -> None:
+        """`sweeping.mark_swept`."""
+        await sweeping.mark_swept(self.cql, name, through)
 
     async def due_states(self, run_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, DueState]:
         """`runs.due_states`."""

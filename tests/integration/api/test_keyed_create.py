@@ -16,6 +16,7 @@ from tests.integration.api.api_bodies import once_job
 from tests.integration.api.conftest import Caller
 from tickwheel import metrics
 from tickwheel.core.horizon import RUN_RETENTION_S
+from tickwheel.core.ids import minute_bucket
 from tickwheel.core.instants import epoch_ms
 from tickwheel.errors import Unavailable
 from tickwheel.store import audit, buckets, jobs, runs
@@ -232,3 +233,21 @@ async def test_a_create_writes_its_audit_row_in_its_own_batch(alice: Caller, sto
         assert spent == {"lwt": 1 if headers else 0, "write": 0, "batch_logged": 0, "batch_unlogged": 0, batch: 1}
         changes, _ = await audit.job_changes(store, uuid.UUID((await created.json())["id"]), limit=5)
         assert [(c.action, c.version, c.tenant_id) for c in changes] == [("create", 1, alice.tenant_id)]
+
+
+async def test_a_replay_writes_again_the_due_row_a_half_applied_create_left_out(
+    alice: Caller, store: CassandraStore
+) -> None:
+    """The create's batch wrote the run and not its due row (soak run 8's run 356 s late): the sweeper reads due
+    rows, not every job, so the key's replay writes the row again while the run has not fired."""
+    body, headers = once_job(datetime.now(UTC) + timedelta(hours=1)), {"Idempotency-Key": "half-applied"}
+    created = await alice.call("POST", "/v1/jobs", json=body, headers=headers)
+    assert created.status == 201
+    run = await runs.get_run(store, uuid.UUID((await created.json())["next_run_id"]))
+    assert run is not None and run.due_at is not None
+    key = [minute_bucket(run.due_at).replace(tzinfo=None), run.shard, run.due_at.replace(tzinfo=None), run.run_id]
+    due_row = "bucket = ? AND shard = ? AND fire_at = ? AND run_id = ? AND attempt = 0 AND kind = 'run'"
+    await store.execute(f"DELETE FROM runs_by_bucket WHERE {due_row}", key)
+    replayed = await alice.call("POST", "/v1/jobs", json=body, headers=headers)
+    assert replayed.status == 201 and replayed.headers["Idempotent-Replayed"] == "true"
+    assert len(await store.execute(f"SELECT run_id FROM runs_by_bucket WHERE {due_row}", key)) == 1

@@ -18,16 +18,18 @@ from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.instants import whole_ms
 from tickwheel.store.audit import JobChangeRecord
 from tickwheel.store.idempotency import Reservation
-from tickwheel.store.ports import ApiStore, DeadLetterStore, KeptChange
+from tickwheel.store.ports import ApiStore, DeadLetterStore, KeptChange, SweeperStore
 from tickwheel.store.records import AttemptResult, DeadLetter, Found, Job, JobChange, JobState, NewRun, RunStatus
+from tickwheel.store.sweeping import part_of
 
 KEPT_S = RUN_RETENTION_S  # the run retention of the runs these tests write (its TTLs: test_contract.py)
 
 T = TypeVar("T")
 
 
-class Contract(ApiStore, DeadLetterStore, Protocol):
-    """The API's ports, and the worker's dead letter write the redrive tests start from."""
+class Contract(ApiStore, DeadLetterStore, SweeperStore, Protocol):
+    """The API's ports, the worker's dead letter write the redrive tests start from, and the sweeper's index of
+    the recurring jobs the API's writes keep."""
 
 
 def a_tenant() -> str:
@@ -261,3 +263,28 @@ async def test_a_dead_letter_is_found_by_its_run_redriven_once_and_purged(ports:
     assert [d.redriven_at for d in marked] == [letter.dead_at]
     await ports.purge_dead_letter(letter)
     assert (await ports.list_dead_letters(tenant, limit=10))[0] == []
+
+
+async def indexed(ports: Contract, made: Job) -> bool:
+    return made.job_id in await ports.recurring_jobs(part_of(made.shard))
+
+
+async def test_a_recurring_job_is_in_the_sweepers_index_from_its_create_or_its_change_to_recurring(
+    ports: Contract,
+) -> None:
+    now = whole_ms(datetime.now(UTC))
+    tenant = a_tenant()
+    keyed, keyed_run = job(soon(), tenant_id=tenant)  # an interval job
+    assert await ports.create_keyed_job(keyed, keyed_run, now, "hash", creation(keyed, now)) is None
+    plain, plain_run = job(soon(), tenant_id=tenant)
+    await ports.create_audited_job(plain, plain_run, now, creation(plain, now))
+    once, once_run = job(soon(), tenant_id=tenant, job_definition=definition(every_s=None, anchor=soon()))
+    await ports.create_keyed_job(once, once_run, now, "hash", creation(once, now))
+    assert (await indexed(ports, keyed), await indexed(ports, plain), await indexed(ports, once)) == (True, True, False)
+    replay = dataclasses.replace(keyed, job_id=uuid.uuid4())  # a replay that died after its insert: completed
+    await ports.complete_keyed_job(replay, None, now)
+    assert await indexed(ports, replay)
+    recurring = definition(every_s=300, anchor=soon())
+    change = JobChange(JobState.ACTIVE, recurring, once.next_run_at, once.next_run_id)
+    assert await ports.update_job(once, change, now) == (True, None)
+    assert await indexed(ports, once)

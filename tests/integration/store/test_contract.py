@@ -14,7 +14,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-from tests.factories import job, minute
+from tests.factories import definition, job, minute
 from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import epoch_ms, whole_ms
 from tickwheel.store.memory import MemoryStore
@@ -28,6 +28,7 @@ from tickwheel.store.ports import (
     WorkerStore,
 )
 from tickwheel.store.records import AttemptResult, DeadLetter, DueState, Found, NewRun, RunKind, RunStatus
+from tickwheel.store.sweeping import part_of
 from tickwheel.store.tables import CassandraTables
 
 
@@ -252,12 +253,33 @@ async def test_what_the_sweeper_reads_and_repairs(ports: Both) -> None:
     await ports.write_due_row(run, whole_ms(now), 0, RunKind.LEASE_CHECK)
     rows = await ports.read_range(run.shard, minute(now), minute(now, 1))
     assert (run.run_id, 0, "lease_check") in {(r.run_id, r.attempt, r.kind) for r in rows}
-    history = (await ports.latest_before_each([made.job_id], now, 3))[made.job_id]
-    assert [(h.run_id, h.status, h.scheduled_at) for h in history] == [
-        (run.run_id, RunStatus.SCHEDULED, run.scheduled_at)
-    ]
-    assert await ports.latest_before_each([made.job_id], run.scheduled_at - timedelta(seconds=1), 3) == {}
+    lease_until = whole_ms(now + timedelta(minutes=1))
+    assert (await ports.claim(run, 0, "w", lease_until, now)).applied
+    assert await ports.due_states([run.run_id]) == {
+        run.run_id: DueState(RunStatus.RUNNING, 1, whole_ms(now), lease_until)
+    }  # the lease too: a run stranded RUNNING is judged by it
     await ports.add_sweep({"missing_run": 1})
+
+
+async def test_the_recurring_jobs_index_and_the_sweepers_mark(ports: Both) -> None:
+    """A recurring job's create puts it in the index (a once job's does not); forgetting it as of a version
+    written before its row keeps the row, as of a version written after drops it; the mark reads back."""
+    now = datetime.now(UTC)
+    recurring, _ = job(soon())
+    once, _ = job(soon(), job_definition=definition(every_s=None, anchor=soon()))
+    await ports.create_job(recurring, None, now)
+    await ports.create_job(once, None, now)
+    part = part_of(recurring.shard)
+    assert recurring.job_id in await ports.recurring_jobs(part)
+    assert once.job_id not in await ports.recurring_jobs(part_of(once.shard))
+    await ports.forget_recurring(dataclasses.replace(recurring, updated_at=whole_ms(now - timedelta(seconds=30))))
+    assert recurring.job_id in await ports.recurring_jobs(part)  # its row is newer than the version read
+    await ports.forget_recurring(dataclasses.replace(recurring, updated_at=whole_ms(now + timedelta(seconds=30))))
+    assert recurring.job_id not in await ports.recurring_jobs(part)
+    name = f"contract-{uuid.uuid4().hex[:8]}"
+    assert await ports.swept_through(name) is None
+    await ports.mark_swept(name, minute(now))
+    assert await ports.swept_through(name) == minute(now)
 
 
 async def test_a_dead_letter_stamps_its_run(ports: Both) -> None:
@@ -429,28 +451,18 @@ async def test_a_repair_and_a_cancel_keep_the_run_for_its_retention(ports: Both)
     assert near(await kept_until(ports, run.run_id, "finished_at"), run.fire_at + kept)
 
 
-async def test_the_sweepers_reads_of_a_page_answer_for_every_job_asked_past_one_group(ports: Both) -> None:
-    """A page of jobs is read in `IN ?` groups (64 partitions a read): every job of a page larger than a group gets
-    its own answer, each job's history its newest entries (at most `limit`, newest first), and a run or a job
-    without rows is left out."""
+async def test_the_sweepers_reads_answer_for_every_run_and_job_asked_past_one_group(ports: Both) -> None:
+    """Runs and jobs are read in `IN ?` groups (64 partitions a read): every one of more than a group gets its own
+    answer, and a run or a job without a row is left out."""
     now = datetime.now(UTC)
     base = whole_ms(now - timedelta(hours=1))
     made = [job(base + timedelta(seconds=i)) for i in range(70)]
     for j, run in made:
         await ports.create_job(j, run, now)
-    busy_job, first = made[0]
-    earlier = []
-    for minutes in (1, 2, 3, 4):  # four more runs of the first job, each earlier than the last
-        at = base - timedelta(minutes=minutes)
-        extra = dataclasses.replace(first, run_id=uuid.uuid4(), scheduled_at=at, fire_at=at)
-        await ports.create_run(extra, now)
-        earlier.append(extra)
     missing = uuid.uuid4()
     states = await ports.due_states([run.run_id for _, run in made] + [missing])
     assert states == {run.run_id: DueState(RunStatus.SCHEDULED, 0, run.fire_at) for _, run in made}
-    history = await ports.latest_before_each([j.job_id for j, _ in made] + [missing], now, 3)
-    assert history.keys() == {j.job_id for j, _ in made}
-    assert [h.run_id for h in history[busy_job.job_id]] == [first.run_id, earlier[0].run_id, earlier[1].run_id]
-    assert all([h.run_id for h in history[j.job_id]] == [run.run_id] for j, run in made[1:])
-    before_first = await ports.latest_before_each([busy_job.job_id], base - timedelta(seconds=90), 3)
-    assert [h.run_id for h in before_first[busy_job.job_id]] == [r.run_id for r in earlier[1:]]
+    jobs = await ports.get_jobs([j.job_id for j, _ in made] + [missing])
+    assert {job_id: (j.next_run_id, j.state) for job_id, j in jobs.items()} == {
+        j.job_id: (run.run_id, j.state) for j, run in made
+    }

@@ -11,6 +11,7 @@ from tickwheel.core.horizon import (
     RUN_RETENTION_S,
     days_to_move,
     is_far,
+    minutes_to_sweep,
     retention_ttl_s,
 )
 
@@ -59,3 +60,15 @@ def test_no_run_lands_in_a_day_the_mover_may_already_have_moved() -> None:
     # A day is moved from the moment it starts before now + MOVE_LEAD; a run is written to the far table only
     # while it is due after now + FAR_AFTER, so every far write to a day precedes its move by days.
     assert FAR_AFTER > MOVE_LEAD + DAY
+
+
+def test_the_sweeper_reads_each_minute_once_it_is_wholly_past_its_grace() -> None:
+    now = datetime(2026, 12, 1, 10, 7, 30, tzinfo=UTC)
+    grace, lookback = timedelta(minutes=5), timedelta(minutes=3)
+    minute = timedelta(minutes=1)
+    first = [datetime(2026, 12, 1, 9, 59, tzinfo=UTC) + i * minute for i in range(3)]
+    assert minutes_to_sweep(None, now, grace, lookback, 60) == first  # 10:02 holds now - grace: not yet
+    assert minutes_to_sweep(first[-1] + minute, now, grace, lookback, 60) == []
+    assert minutes_to_sweep(first[-1] + minute, now + minute, grace, lookback, 60) == [first[-1] + minute]
+    behind = datetime(2026, 12, 1, 8, 0, tzinfo=UTC)  # a coordinator back after two hours: 60 a pass
+    assert minutes_to_sweep(behind, now, grace, lookback, 60) == [behind + i * minute for i in range(60)]
