@@ -57,6 +57,8 @@ async def test_an_urgent_row_due_after_a_bulk_burst_does_not_wait_for_the_burst(
     await asyncio.sleep(0.05)  # the burst is going out
     urgent = row("urgent", now_ms + 50)
     engine.firing.dispatch([(now_ms + 50, (urgent.run_id, 0, "run", now_ms + 50), urgent)])
-    await asyncio.wait_for(producer.urgent_sent.wait(), 10)
+    # the order decides, not the time: the urgent row goes out at the latest after the whole burst (which is the
+    # failure asserted below), so the wait is bounded only against a hang (10 s was met under load 68, niced)
+    await asyncio.wait_for(producer.urgent_sent.wait(), 240)
     assert producer.sent.index("urgent") < 200  # behind the bulk sends in flight (32), not the whole burst (1000)
     await engine.stop()
