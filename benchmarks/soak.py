@@ -210,6 +210,18 @@ class Tenant:
     key: str
 
 
+RETRY_BASE_S = 0.5
+RETRY_CAP_S = 8.0
+
+
+def retry_pause_s(attempt: int, retry_after: str | None, jitter: random.Random) -> float:
+    """How long to wait before try `attempt + 1`: the server's Retry-After (seconds) when it gave one, else full
+    jitter over an exponential back-off from RETRY_BASE_S, capped at RETRY_CAP_S."""
+    if retry_after is not None and retry_after.strip().isdigit():
+        return min(float(retry_after), RETRY_CAP_S) * (1.0 + 0.2 * jitter.random())
+    return jitter.uniform(0.0, min(RETRY_CAP_S, RETRY_BASE_S * 2**attempt))
+
+
 @dataclass
 class Load:
     """The load generator's record: what it was promised and every request it made."""
@@ -224,15 +236,23 @@ class Load:
     crons: list[tuple[uuid.UUID, datetime, Tenant]] = field(default_factory=list)  # job, first run, tenant
     kafka_topics: list[str] = field(default_factory=list)
     http: aiohttp.ClientSession | None = None
+    # The back-off's own generator, so retries do not shift the seeded choices of what the load creates.
+    jitter: random.Random = field(default_factory=random.Random)
 
-    async def call(self, method: str, path: str, tenant: Tenant, body: Any = None, tries: int = 30) -> Any:
-        """One API request, retried with the same Idempotency-Key while it fails (every failure is recorded)."""
+    async def call(self, method: str, path: str, tenant: Tenant, body: Any = None, give_up_s: float = 120.0) -> Any:
+        """One API request, retried with the same Idempotency-Key while it fails (every failure is recorded).
+
+        Between tries it waits what the answer's Retry-After asks, else a jittered exponential back-off: a client
+        that retries every second without backing off kept an overloaded API overloaded (run 10)."""
         assert self.http is not None
         headers = {"Authorization": f"Bearer {tenant.key}"}
         if method != "GET":
             headers["Idempotency-Key"] = str(uuid.uuid4())
-        for _ in range(tries):
+        give_up_at = time.monotonic() + give_up_s
+        attempt = 0
+        while True:
             at = datetime.now(UTC)
+            retry_after: str | None = None
             try:
                 async with self.http.request(method, f"{self.api}{path}", json=body, headers=headers) as answer:
                     document = await answer.json(content_type=None)
@@ -242,10 +262,14 @@ class Load:
                     self.requests.append(ApiRequest(at, failed, f"{method} {path} {answer.status}"))
                     if answer.status < 500 and answer.status != 409:
                         return answer.status, document
+                    retry_after = answer.headers.get("Retry-After")
             except (aiohttp.ClientError, TimeoutError) as exc:
                 self.requests.append(ApiRequest(at, True, f"{method} {path} {type(exc).__name__}"))
-            await asyncio.sleep(1.0)
-        return 599, None
+            attempt += 1
+            pause = retry_pause_s(attempt, retry_after, self.jitter)
+            if time.monotonic() + pause > give_up_at:
+                return 599, None
+            await asyncio.sleep(pause)
 
     async def create(self, tenant: Tenant, body: dict[str, Any], succeeds: bool = True) -> None:
         first_sent = datetime.now(UTC)
@@ -305,7 +329,7 @@ class Load:
     async def read_back(self) -> None:
         if self.expected:
             tenant = self.tenants[0]
-            await self.call("GET", "/v1/jobs?limit=1", tenant, tries=1)
+            await self.call("GET", "/v1/jobs?limit=1", tenant, give_up_s=0.0)
 
     async def canary_round(self, count: int = 5, lead_s: float = 2.0, wait_s: float = 15.0) -> float | None:
         """One round of the canary: `count` one-off runs due `lead_s` ahead, created through the API and sent to
