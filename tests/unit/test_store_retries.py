@@ -12,6 +12,7 @@ from typing import cast
 import pytest
 from cassandra import ConsistencyLevel, WriteType
 from cassandra.cluster import ResponseFuture
+from cassandra.connection import ConnectionShutdown
 from cassandra.protocol import OverloadedErrorMessage
 
 from tickwheel.errors import Unavailable
@@ -120,6 +121,19 @@ async def test_a_coordinator_refusing_as_it_shuts_down_is_unavailable_not_a_raw_
     """Run 5 of the soak: claims refused so went up raw and their messages were dropped ("run message failed")."""
     with pytest.raises(Unavailable):
         await cassandra_adapter._await(cast(ResponseFuture, RefusingFuture()), ["127.0.0.2:29042"])
+
+
+class ResetFuture:
+    """A driver future whose connection the node reset while the statement was in flight (a node stopping)."""
+
+    def add_callbacks(self, callback: object, errback: Callable[[BaseException], None]) -> None:
+        errback(ConnectionShutdown("[Errno 104] Connection reset by peer"))
+
+
+async def test_a_connection_reset_mid_statement_is_unavailable_not_a_raw_driver_error() -> None:
+    """Run 11 of the soak: a keyed create's LWT whose node stopped went up as ConnectionShutdown, a 500."""
+    with pytest.raises(Unavailable):
+        await cassandra_adapter._await(cast(ResponseFuture, ResetFuture()), ["127.0.0.14:29042"])
 
 
 def conditional_writes() -> list[str]:
