@@ -22,6 +22,7 @@ import asyncio
 import dataclasses
 import logging
 import random
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
@@ -91,6 +92,12 @@ class RunHandler:
         self.sleep = sleep
         self.tenants = TenantCache(store)
         self.dead = DeadLetters(store, http, settings.retention)
+        # (run, attempt) this process is handling now: a second message for one of them (both dispatchers fired
+        # the row across a take-over) is dropped here. Two claims of one run from one process carry the same
+        # values when they start in the same millisecond; Cassandra answers one of the contended LWTs with a
+        # timeout, and its settling SERIAL read finds the other's identical row and counts it as its own, so
+        # both would call (run 11 of the soak: 5 duplicate calls 0-3 s apart after dispatcher pauses).
+        self.in_hand: set[tuple[uuid.UUID, int]] = set()
 
     async def handle(self, due: DueRun) -> None:
         if due.kind == "lease_check":
@@ -103,6 +110,17 @@ class RunHandler:
     # --- kind = run -------------------------------------------------------------------------------------------
 
     async def run(self, due: DueRun) -> None:
+        key = (due.run_id, due.attempt)
+        if key in self.in_hand:
+            log.debug("run %s attempt %s is already in hand here: a second message dropped", due.run_id, due.attempt)
+            return
+        self.in_hand.add(key)
+        try:
+            await self._run(due)
+        finally:
+            self.in_hand.discard(key)
+
+    async def _run(self, due: DueRun) -> None:
         ctx = await self.load(due)
         if ctx is None:
             return

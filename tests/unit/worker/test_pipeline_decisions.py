@@ -25,8 +25,8 @@ from tickwheel.bus.near import NearAnnouncer
 from tickwheel.flow.limits import Caps, Denied, FlowLimits, Permit
 from tickwheel.settings import Settings
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.memory import MemoryStore
-from tickwheel.store.records import JobState, NewRun, RunStatus, Tenant
+from tickwheel.store.memory import MemoryStore, stored
+from tickwheel.store.records import JobState, NewRun, RunStatus, Tenant, Transition
 from worker.pipeline import RunHandler
 from worker.targets import CallResult, HttpCaller, KafkaCaller
 
@@ -113,6 +113,48 @@ async def test_two_workers_given_the_same_row_call_the_target_once() -> None:
     run = await scene.due_run()
     await asyncio.gather(scene.handler("w1").handle(due_run_for(run)), scene.handler("w2").handle(due_run_for(run)))
     assert scene.status(run) == (RunStatus.SUCCEEDED, 1) and scene.target.calls == 1
+
+
+class SlowTarget(Target):
+    """A target that takes a moment to answer: the first call is still in flight when the second claim settles."""
+
+    async def call(self, target: HttpTarget, body: bytes, headers: Mapping[str, str]) -> CallResult:
+        await asyncio.sleep(0.05)
+        return await super().call(target, body, headers)
+
+
+class SettlingStore(MemoryStore):
+    """The Cassandra adapter's claim under contention: a claim whose LWT timed out is settled by a SERIAL read of
+    the row, and a row that holds exactly the values it wrote counts as its own (store.retries `LwtIntent.shows`)."""
+
+    async def claim(
+        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+    ) -> Transition:
+        await asyncio.sleep(0)  # both claims are in flight together
+        transition = await super().claim(run, expected_attempt, worker, lease_until, now)
+        if transition.applied:
+            return transition
+        row = self.runs[run.run_id]
+        mine = (RunStatus.RUNNING, expected_attempt + 1, worker, stored(lease_until), stored(now))
+        return (
+            Transition(True)
+            if (row.status, row.attempt, row.worker, row.lease_until, row.started_at) == mine
+            else transition
+        )
+
+
+async def test_one_process_given_the_same_row_twice_at_once_calls_the_target_once() -> None:
+    """Run 11 of the soak: both dispatchers fired a row across a take-over, one worker took both messages in the
+    same millisecond, and the settled claim let both call."""
+    scene = Scene(SlowTarget())
+    scene.store = SettlingStore()
+    scene.store.tenants[TENANT] = Tenant(TENANT, "tenant", NOW, ("whsec_dGVzdA==",))
+    run = await scene.due_run()
+    handler = scene.handler()
+    await asyncio.gather(handler.handle(due_run_for(run)), handler.handle(due_run_for(run)))
+    assert scene.status(run) == (RunStatus.SUCCEEDED, 1) and scene.target.calls == 1
+    await handler.handle(due_run_for(run))  # once it is done, the same row again is dropped by the store
+    assert scene.target.calls == 1 and not handler.in_hand
 
 
 async def test_a_run_made_for_an_older_version_of_its_job_is_cancelled_not_called() -> None:
