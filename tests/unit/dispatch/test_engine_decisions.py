@@ -140,6 +140,23 @@ async def test_a_checkpoint_is_written_under_the_owner_epoch_and_stops_at_what_i
     assert scene.store.checkpoints[late.shard].fired_through <= NOW + timedelta(seconds=4)
 
 
+async def test_a_row_written_after_its_minute_last_rescan_and_never_announced_is_found_by_the_next(
+    scene: Scene,
+) -> None:
+    """Run 11 of the soak: a run due later in the minute it was written, its announcement failed after that
+    minute's last rescan, and the next rescan read only the next minute: the sweeper found it 388 s late."""
+    first = await a_run(scene, NOW + timedelta(seconds=1))
+    await scene.own(first.shard)
+    await scene.fire(NOW + timedelta(seconds=2))
+    await scene.engine.horizon.rescan()  # 12:00:32, the minute's last rescan
+    missed = await a_run(scene, NOW + timedelta(seconds=20), shard=first.shard)  # due 12:00:50, not announced
+    scene.now = NOW + timedelta(seconds=45)  # 12:01:15: the next rescan, in the next minute
+    assert await scene.engine.horizon.rescan() == 1
+    await scene.fire(NOW + timedelta(seconds=46))
+    assert scene.sent() == [(first.run_id, 0, "run"), (missed.run_id, 0, "run")]
+    assert await scene.engine.horizon.rescan() == 0  # fired, so not again
+
+
 async def test_a_shard_checkpointed_under_a_newer_epoch_is_dropped_and_no_longer_fired(scene: Scene) -> None:
     run = await a_run(scene, NOW + timedelta(seconds=5))
     await scene.own(run.shard, epoch=1)
