@@ -104,7 +104,7 @@ class ApiSettings:
     # once, and how long one may wait (wait_max_s; wait_target_s once waits have stayed above it for
     # overload_interval_s). A loop lag at or above lag_target_s for overload_interval_s sheds every new request (0:
     # lag sheds nothing). A shed request is a 503 with Retry-After of shed_retry_after_s (rounded up) or a second more.
-    max_in_flight: int = 64
+    max_in_flight: int = 128
     max_waiting: int = 256
     wait_max_s: float = 0.5
     wait_target_s: float = 0.05

@@ -50,7 +50,7 @@ class ShedReason(enum.Enum):
 class AdmissionPolicy:
     """The bounds of one API process (`api.*` settings; `max_in_flight` 0: no admission control)."""
 
-    max_in_flight: int = 64
+    max_in_flight: int = 128
     max_waiting: int = 256
     wait_max_s: float = 0.5
     wait_target_s: float = 0.05
