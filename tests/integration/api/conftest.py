@@ -20,6 +20,7 @@ from aiohttp.typedefs import Middleware
 
 from api import console
 from api.app import make_app
+from api.context import utc_now
 from api.meta import openapi_document
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
@@ -108,9 +109,9 @@ async def make_client(
         middleware: Middleware | None = None,
         **api: Any,
     ) -> TestClient:
-        kwargs = {"clock": clock} if clock else {}
         tables = CassandraTables(store_ or store)  # `store_`: a CassandraStore with injected faults
-        app = make_app(api_settings(settings_ or settings, **api), tables, producer, redis_ or redis, **kwargs)
+        made_settings = api_settings(settings_ or settings, **api)
+        app = make_app(made_settings, tables, producer, redis_ or redis, clock=clock or utc_now)
         if middleware is not None:
             app.middlewares.insert(1, middleware)  # after the error middleware, before authentication
         app.middlewares.insert(0, record)
