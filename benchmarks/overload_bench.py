@@ -94,6 +94,16 @@ def summary(phase: Phase) -> dict[str, Any]:
     }
 
 
+def shed_by_reason(exposition: str) -> dict[str, int]:
+    """tickwheel_api_shed_total by reason, from the API's /metrics (empty: code without admission control)."""
+    found = {}
+    for line in exposition.splitlines():
+        if line.startswith("tickwheel_api_shed_total{"):
+            labels, _, value = line.rpartition(" ")
+            found[labels.split('"')[1]] = int(float(value))
+    return found
+
+
 async def offer(http: aiohttp.ClientSession, url: str, phase: Phase, timeout_s: float) -> None:
     """Send creates at `phase.rate` for `phase.seconds` (open loop), and wait for every answer."""
     timeout = aiohttp.ClientTimeout(total=timeout_s)
@@ -142,6 +152,8 @@ async def main(args: argparse.Namespace) -> None:
             await offer(http, url, phases[1], args.timeout_s)
             await overload
             load_after = os.getloadavg()[0]
+            async with http.get(f"{url}/metrics") as answer:
+                shed = shed_by_reason(await answer.text())
         cpu_used = cpu_s(api.pid) - cpu_before
     finally:
         api.terminate()
@@ -149,7 +161,7 @@ async def main(args: argparse.Namespace) -> None:
     result: dict[str, Any] = {"label": args.label, "code": args.code, "at": datetime.now(UTC).isoformat()}
     result |= {phase.name: summary(phase) for phase in phases}
     result["after"]["recovered_after_s"] = recovered_after_s(phases[1])
-    result |= {"api_cpu_s": round(cpu_used, 1), "load_before": load_before, "load_after": load_after}
+    result |= {"api_cpu_s": round(cpu_used, 1), "load_before": load_before, "load_after": load_after, "shed": shed}
     print(json.dumps(result), flush=True)
 
 
