@@ -101,7 +101,7 @@ class Admission:
         while self._waiters:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(True)  # the slot passes to it as it is: in_flight does not change
+                self._resolve(waiter, True)  # the slot passes to it as it is: in_flight does not change
                 return
         self.in_flight -= 1
         metrics.api_in_flight.set(self.in_flight)
@@ -153,23 +153,25 @@ class Admission:
         self._waiters.append(waiter)
         self.waiting += 1
         metrics.api_waiting.set(self.waiting)
-        timer = loop.call_later(limit_s, _expire, waiter)
+        timer = loop.call_later(limit_s, self._resolve, waiter, False)
         try:
             return await waiter
         except asyncio.CancelledError:
-            # The client left (or the server stops) just as a slot was handed over: hand it on, or it is lost.
-            if waiter.done() and not waiter.cancelled() and waiter.result():
+            if waiter.cancelled():  # its request was cancelled (the client left, the server stops) while it waited
+                self.waiting -= 1
+                metrics.api_waiting.set(self.waiting)
+            elif waiter.result():  # ...just as a slot was handed to it: hand it on, or it is lost
                 self.leave()
             raise
         finally:
             timer.cancel()
+
+    def _resolve(self, waiter: asyncio.Future[bool], granted: bool) -> None:
+        """End a wait: `waiting` counts the waits not yet ended, so a slot freed meanwhile is not held for them."""
+        if not waiter.done():
+            waiter.set_result(granted)
             self.waiting -= 1
             metrics.api_waiting.set(self.waiting)
-
-
-def _expire(waiter: asyncio.Future[bool]) -> None:
-    if not waiter.done():
-        waiter.set_result(False)
 
 
 ADMISSION = web.AppKey("admission", Admission)
