@@ -6,8 +6,9 @@ that directory's packages) on the local stack (.stack/env of the working directo
 creates open-loop (at a fixed rate, whatever the answers) at `--over-rate` for `--over-s` seconds, then at
 `--after-rate` for `--after-s`. Each request has the soak's 15 s timeout and is not retried. Prints one JSON line:
 per phase the offered count, 2xx, 503 (shed or not), timeouts and other errors, goodput (2xx/s), p50/p99 of the
-2xx answers, and for the light phase the second from which every 5 s window answered >= 99% 2xx with p99 < 1 s
-(`recovered_after_s`; null: it never did), plus the API's CPU.
+2xx answers (from when the client sent each; its own lag behind the schedule is `client_late_p99_ms`), and for
+the light phase the second from which every 5 s window answered >= 99% 2xx with p99 < 1 s (`recovered_after_s`;
+null: it never did), plus the API's CPU.
 
     .venv/bin/python -m benchmarks.overload_bench --code /work/adm10-main --label main
 """
@@ -36,12 +37,13 @@ WINDOW_S = 5.0
 
 @dataclass
 class Answer:
-    """One request: when it was sent (seconds from the phase's start), its status (0: timed out, -1: other error),
-    how long it took."""
+    """One request: when it was due to be sent (seconds from the phase's start), its status (0: timed out, -1: other
+    error), how long it took from when the client sent it, and how late the client sent it (its own lag)."""
 
     sent_s: float
     status: int
     took_s: float
+    late_s: float = 0.0
 
 
 @dataclass
@@ -82,6 +84,7 @@ def summary(phase: Phase) -> dict[str, Any]:
         return round(n / count, 4) if count else 0.0
 
     p50, p99 = percentile(ok, 0.5), percentile(ok, 0.99)
+    late = percentile([a.late_s for a in phase.answers], 0.99)
     return {
         "offered": count,
         "ok": len(ok),
@@ -91,6 +94,7 @@ def summary(phase: Phase) -> dict[str, Any]:
         "shed_503": share(sum(a.status == 503 for a in phase.answers)),
         "timed_out": share(sum(a.status == 0 for a in phase.answers)),
         "other": share(sum(a.status not in (0, 503) and not 200 <= a.status < 300 for a in phase.answers)),
+        "client_late_p99_ms": None if late is None else round(late * 1000),
     }
 
 
@@ -111,6 +115,7 @@ async def offer(http: aiohttp.ClientSession, url: str, phase: Phase, timeout_s: 
     started = time.monotonic()
 
     async def one(sent_s: float) -> None:
+        begun = time.monotonic() - started
         try:
             async with http.post(f"{url}/v1/jobs", json=BODY, timeout=timeout) as answer:
                 await answer.read()
@@ -119,7 +124,7 @@ async def offer(http: aiohttp.ClientSession, url: str, phase: Phase, timeout_s: 
             status = 0
         except aiohttp.ClientError:
             status = -1
-        phase.answers.append(Answer(sent_s, status, time.monotonic() - started - sent_s))
+        phase.answers.append(Answer(sent_s, status, time.monotonic() - started - begun, begun - sent_s))
 
     sent = 0
     while (now := time.monotonic() - started) < phase.seconds:
