@@ -1,4 +1,5 @@
-"""The aiohttp application: middlewares (errors outermost, then authentication) and the routes."""
+"""The aiohttp application: middlewares (errors outermost, then admission control, then authentication) and the
+routes."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from tickwheel.settings import Settings
 from tickwheel.store.ports import ApiStore
 
 from . import backfill, batch, console, dead_letters, history, jobs, meta, named, operator, runs, schedules, upcoming
+from .admission import ADMISSION, Admission, admission, lag_probe, policy_of
 from .auth import authenticate
 from .context import API, Api, utc_now
 from .problems import problems
@@ -41,14 +43,20 @@ def make_app(
     redis: RedisClient,
     *,
     clock: Callable[[], datetime] = utc_now,
+    gate: Admission | None = None,
 ) -> web.Application:
+    """The API on these collaborators; `gate` replaces the admission control the settings would make (tests)."""
     # Bodies may carry the largest payload JSON-escaped (up to 6 bytes per byte in the worst case is not
     # worth allowing; twice the payload plus the rest of the definition is).
     app = web.Application(
-        middlewares=[problems, authenticate],
+        # Admission inside `problems` (shed answers are problem+json and counted) and before `authenticate`: a shed
+        # request costs no Redis or Cassandra read.
+        middlewares=[problems, admission, authenticate],
         client_max_size=2 * settings.api.max_payload_bytes + BODY_OVERHEAD_BYTES,
     )
     app[API] = Api(settings, store, producer, redis, clock)
+    app[ADMISSION] = gate or Admission(policy_of(settings.api))
+    app.cleanup_ctx.append(lag_probe)
     for table in ROUTE_TABLES:
         app.add_routes(table)
     console.install(app)

@@ -70,11 +70,14 @@ async def drive(
     return latencies, statuses
 
 
-async def start_api(port: int, extra_env: dict[str, str] | None = None) -> asyncio.subprocess.Process:
-    """`tickwheel api` as its own process (the one being measured), with no request-rate quota."""
+async def start_api(
+    port: int, extra_env: dict[str, str] | None = None, code: Path | None = None
+) -> asyncio.subprocess.Process:
+    """`tickwheel api` as its own process (the one being measured), with no request-rate quota; with `code`, that
+    directory's packages (a `git archive` of another commit: `-m` puts the working directory first on the path)."""
     env = {**os.environ, "TICKWHEEL_ENV_FILE": str(stack_dir() / "env")}
     env |= {"TICKWHEEL_API_PORT": str(port), "TICKWHEEL_API_REQUESTS_PER_S": "1000000", **(extra_env or {})}
-    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "tickwheel.cli", "api", env=env)
+    process = await asyncio.create_subprocess_exec(sys.executable, "-m", "tickwheel.cli", "api", env=env, cwd=code)
     async with aiohttp.ClientSession() as http:
         for _ in range(100):
             try:

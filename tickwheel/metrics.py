@@ -11,6 +11,14 @@ LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 30
 api_requests = Counter("tickwheel_api_requests_total", "API requests answered", ["method", "route", "status"])
 api_latency = Histogram("tickwheel_api_request_seconds", "API request latency", ["method", "route"])
 jobs_created = Counter("tickwheel_jobs_created_total", "Jobs created", ["schedule_type"])
+api_shed = Counter(
+    "tickwheel_api_shed_total",
+    "API requests shed by admission control (503 + Retry-After before any work), by reason (core.admission)",
+    ["reason"],
+)
+api_in_flight = Gauge("tickwheel_api_in_flight", "API requests being worked on (probe routes aside)")
+api_waiting = Gauge("tickwheel_api_waiting", "API requests waiting for an admission slot")
+api_loop_lag = Gauge("tickwheel_api_loop_lag_seconds", "How late the API's event loop ran its last lag probe")
 near_announced = Counter("tickwheel_near_announced_total", "Runs announced on the near-term topic")
 audit_records = Counter("tickwheel_audit_records_total", "Job changes written to the audit log", ["action"])
 audit_write_failures = Counter(

@@ -99,6 +99,18 @@ class ApiSettings:
     auth_failures_per_min: int = 60  # failed authentications per client address, and per key prefix, before 429
     # sha256 (hex) of the operator key that opens /v1/operator/*; empty: the operator endpoints answer 403
     operator_key_sha256: str = ""
+    # Admission control of one process (api/admission.py, tickwheel/core/admission.py; probe routes are never shed):
+    # requests worked on at once (0: no admission control), requests waiting for a slot beyond which one is shed at
+    # once, and how long one may wait (wait_max_s; wait_target_s once waits have stayed above it for
+    # overload_interval_s). A loop lag at or above lag_target_s for overload_interval_s sheds every new request (0:
+    # lag sheds nothing). A shed request is a 503 with Retry-After of shed_retry_after_s (rounded up) or a second more.
+    max_in_flight: int = 128
+    max_waiting: int = 256
+    wait_max_s: float = 0.5
+    wait_target_s: float = 0.05
+    overload_interval_s: float = 1.0
+    lag_target_s: float = 0.5
+    shed_retry_after_s: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

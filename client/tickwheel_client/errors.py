@@ -98,7 +98,7 @@ class ServerError(ApiError):
 
 
 class Unavailable(ServerError):
-    """503: a server the API depends on did not answer; nothing was accepted."""
+    """503: a server the API depends on did not answer, or the API was at capacity; nothing was accepted."""
 
     retriable = True
 

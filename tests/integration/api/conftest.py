@@ -20,6 +20,7 @@ from aiohttp.typedefs import Middleware
 
 from api import console
 from api.app import make_app
+from api.context import utc_now
 from api.meta import openapi_document
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.flow.redis import RedisClient
@@ -58,7 +59,9 @@ async def problem_of(response: Any, status: int) -> dict[str, Any]:
 
 
 def api_settings(settings: Settings, **api: Any) -> Settings:
-    return dataclasses.replace(settings, api=dataclasses.replace(settings.api, **{"auth_cache_s": 0.0, **api}))
+    # No shedding for loop lag: the app shares the test's loop, which a loaded CI box lags (tests/unit/api covers it).
+    defaults = {"auth_cache_s": 0.0, "lag_target_s": 0.0}
+    return dataclasses.replace(settings, api=dataclasses.replace(settings.api, **{**defaults, **api}))
 
 
 @pytest.fixture(scope="session")
@@ -106,9 +109,9 @@ async def make_client(
         middleware: Middleware | None = None,
         **api: Any,
     ) -> TestClient:
-        kwargs = {"clock": clock} if clock else {}
         tables = CassandraTables(store_ or store)  # `store_`: a CassandraStore with injected faults
-        app = make_app(api_settings(settings_ or settings, **api), tables, producer, redis_ or redis, **kwargs)
+        made_settings = api_settings(settings_ or settings, **api)
+        app = make_app(made_settings, tables, producer, redis_ or redis, clock=clock or utc_now)
         if middleware is not None:
             app.middlewares.insert(1, middleware)  # after the error middleware, before authentication
         app.middlewares.insert(0, record)
