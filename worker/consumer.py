@@ -152,18 +152,17 @@ class LaneConsumer:
         self._slot_free.set()
 
     async def _process(self, due: DueRun) -> None:
-        extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
         for tries in range(1, RETRIES + 1):
             try:
                 await self.handle(due)
                 return
             except TickwheelError as exc:
                 if not exc.retriable or tries == RETRIES:
-                    log.error("run message given up after %s tries: %s", tries, exc.message, extra=extra)
+                    log.error("run message given up after %s tries: %s", tries, exc.message, extra=_extra(due))
                     return
                 await asyncio.sleep(0.2 * 2**tries)
             except Exception:
-                log.exception("run message failed", extra=extra)
+                log.exception("run message failed", extra=_extra(due))
                 return
 
     async def _drain(self) -> None:
@@ -192,6 +191,11 @@ class LaneConsumer:
             self.tracker.committed(offsets)
         except Exception as exc:  # a commit refused after a rebalance is harmless: claims make re-delivery safe
             log.warning("lane %s: offset commit failed: %s", self.lane, exc)
+
+
+def _extra(due: DueRun) -> dict[str, object]:
+    """A run message's ids for a log record (made only for a line that is written)."""
+    return {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> None:

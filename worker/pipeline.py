@@ -239,7 +239,8 @@ class RunHandler:
             await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {found.job_version})")
             return False
         metrics.claims.labels("skipped" if found.attempt != ctx.due.attempt else "lost").inc()
-        log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, found.status, extra=ctx.log)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, found.status, extra=ctx.log)
         return False
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
@@ -276,17 +277,19 @@ class RunHandler:
     async def record(
         self, ctx: RunContext, attempt: int, result: CallResult, verdict: Verdict, started: datetime
     ) -> None:
-        extra = {**ctx.log, "attempt": attempt}
         recorded = await self.finish(ctx, attempt, verdict.record, started)
         if not recorded:
             metrics.runs_finished.labels(ctx.due.lane, "stale").inc()
+            extra = {**ctx.log, "attempt": attempt}
             log.warning("outcome not recorded: attempt %s no longer holds the run", attempt, extra=extra)
             return
         status = verdict.record.status
         if verdict.record.retry_at is not None and status is RunStatus.RETRY:
             self.announce(ctx.run, attempt, "run", verdict.record.retry_at, self.clock())
         metrics.runs_finished.labels(ctx.due.lane, status.value.lower()).inc()
-        log.debug("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
+        if log.isEnabledFor(logging.DEBUG):  # the ids' text is made only for a line that is written
+            extra = {**ctx.log, "attempt": attempt}
+            log.debug("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
         if self.notifier is not None:
             self.notifier.outcome(ctx, attempt, status.value, verdict.record.response_code, verdict.record.error)
         if status is RunStatus.DEAD:
