@@ -113,7 +113,9 @@ class LaneConsumer:
             else:
                 # Every slot busy: look without blocking for what arrived (a late tenant's runs must reach the queue
                 # while the slots work through a backlog), then wait for a slot.
-                records = await consumer.poll(min(room, POLL_BATCH), POLL_TIMEOUT_S if free > 0 else 0)
+                records = await consumer.poll(
+                    min(room, POLL_BATCH), POLL_TIMEOUT_S if free > 0 else 0, self.settings.worker.lane_gather_s
+                )
                 for record in records:
                     self._enqueue(record)
                 idle = not records
