@@ -139,7 +139,7 @@ class LaneConsumer:
         """Start waiting runs in fair order while slots are free."""
         while len(self._tasks) < self.capacity and (taken := self.waiting.pop()) is not None:
             self._start(*taken[1])
-        metrics.fair_queue.labels(self.lane).set(len(self.waiting))
+        metrics.child(metrics.fair_queue, self.lane).set(len(self.waiting))
 
     def _start(self, record: Record, due: DueRun) -> None:
         task = asyncio.create_task(self._process(due), name=f"run {record.topic}/{record.partition}@{record.offset}")
