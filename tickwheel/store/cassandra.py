@@ -400,6 +400,7 @@ def _counter_of(cql: str) -> Any:
     return _counter(statement_kind(cql))
 
 
+@functools.lru_cache(maxsize=4096)
 def statement_kind(cql: str) -> str:
     """`read`, `lwt` (a conditional write: Paxos rounds) or `write`, the label of `cql_statements`."""
     if cql.lstrip()[:6].upper() == "SELECT":
