@@ -133,8 +133,8 @@ class Firing:
         self.fired_count += 1
         table.watermarks.release(run.shard, key)
         table.recent.add(key)
-        metrics.fired.labels(lane=run.lane, kind=run.kind).inc()
-        metrics.fire_lag.labels(lane=run.lane).observe(max(0, fired_at_ms - run.fire_at_ms) / 1000)
+        metrics.child(metrics.fired, run.lane, run.kind).inc()
+        metrics.child(metrics.fire_lag, run.lane).observe(max(0, fired_at_ms - run.fire_at_ms) / 1000)
 
     async def _lease_lapsed(self, run: DueRun) -> bool:
         """A lease check goes to a worker only if its attempt still runs past the lease; if the run cannot be read,

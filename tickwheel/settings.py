@@ -174,6 +174,10 @@ class WorkerSettings:
     # Runs a lane reads beyond its free slots into its per-tenant fair-share queue (worker/consumer.py); the
     # deeper, the larger a backlog a small tenant's runs can overtake. 0: no fair share, runs start in arrival order.
     fair_share_readahead: int = 20_000
+    # How long a lane poll that waited for its first message waits for the rest of a burst (tickwheel/bus/kafka.py
+    # `KafkaConsumer.poll`): the runs of one poll are handled in step, so their job reads and unlogged batches
+    # leave as one request each (tickwheel/store/rounds.py). Longer: fewer requests per run, a later start.
+    lane_gather_s: float = 0.005
 
 
 @dataclass(frozen=True, slots=True)

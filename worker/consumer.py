@@ -113,7 +113,9 @@ class LaneConsumer:
             else:
                 # Every slot busy: look without blocking for what arrived (a late tenant's runs must reach the queue
                 # while the slots work through a backlog), then wait for a slot.
-                records = await consumer.poll(min(room, POLL_BATCH), POLL_TIMEOUT_S if free > 0 else 0)
+                records = await consumer.poll(
+                    min(room, POLL_BATCH), POLL_TIMEOUT_S if free > 0 else 0, self.settings.worker.lane_gather_s
+                )
                 for record in records:
                     self._enqueue(record)
                 idle = not records
@@ -137,7 +139,7 @@ class LaneConsumer:
         """Start waiting runs in fair order while slots are free."""
         while len(self._tasks) < self.capacity and (taken := self.waiting.pop()) is not None:
             self._start(*taken[1])
-        metrics.fair_queue.labels(self.lane).set(len(self.waiting))
+        metrics.child(metrics.fair_queue, self.lane).set(len(self.waiting))
 
     def _start(self, record: Record, due: DueRun) -> None:
         task = asyncio.create_task(self._process(due), name=f"run {record.topic}/{record.partition}@{record.offset}")
@@ -152,18 +154,17 @@ class LaneConsumer:
         self._slot_free.set()
 
     async def _process(self, due: DueRun) -> None:
-        extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
         for tries in range(1, RETRIES + 1):
             try:
                 await self.handle(due)
                 return
             except TickwheelError as exc:
                 if not exc.retriable or tries == RETRIES:
-                    log.error("run message given up after %s tries: %s", tries, exc.message, extra=extra)
+                    log.error("run message given up after %s tries: %s", tries, exc.message, extra=_extra(due))
                     return
                 await asyncio.sleep(0.2 * 2**tries)
             except Exception:
-                log.exception("run message failed", extra=extra)
+                log.exception("run message failed", extra=_extra(due))
                 return
 
     async def _drain(self) -> None:
@@ -192,6 +193,11 @@ class LaneConsumer:
             self.tracker.committed(offsets)
         except Exception as exc:  # a commit refused after a rebalance is harmless: claims make re-delivery safe
             log.warning("lane %s: offset commit failed: %s", self.lane, exc)
+
+
+def _extra(due: DueRun) -> dict[str, object]:
+    """A run message's ids for a log record (made only for a line that is written)."""
+    return {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id), "attempt": due.attempt}
 
 
 async def _wait(event: asyncio.Event, timeout_s: float) -> None:

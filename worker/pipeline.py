@@ -248,7 +248,7 @@ class RunHandler:
         lease_until = now + timedelta(seconds=ctx.lease_s(self.settings.worker))
         transition = await self.store.claim(ctx.run, ctx.due.attempt, self.worker_id, lease_until, now)
         if transition.applied:
-            metrics.claims.labels("won").inc()
+            metrics.child(metrics.claims, "won").inc()
             if self.announcer is not None and not self.announcer.rescan_finds(lease_until, now):
                 self.announce(ctx.run, ctx.due.attempt + 1, "lease_check", lease_until, now)
             return True
@@ -257,7 +257,8 @@ class RunHandler:
             await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {found.job_version})")
             return False
         metrics.claims.labels("skipped" if found.attempt != ctx.due.attempt else "lost").inc()
-        log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, found.status, extra=ctx.log)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, found.status, extra=ctx.log)
         return False
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
@@ -266,8 +267,8 @@ class RunHandler:
         headers = call_headers(ctx, attempt, body, int(self.clock().timestamp()))
         if ctx.due.attempt == 0:  # the promise is about first calls; a retry is late by design
             start_lag = (self.clock() - ctx.scheduled_at).total_seconds()
-            metrics.start_lag.labels(lane).observe(max(0.0, start_lag))
-        metrics.inflight.labels(lane).inc()
+            metrics.child(metrics.start_lag, lane).observe(max(0.0, start_lag))
+        metrics.child(metrics.inflight, lane).inc()
         try:
             target = ctx.definition.target
             if isinstance(target, HttpTarget):
@@ -279,8 +280,9 @@ class RunHandler:
             await asyncio.shield(self.hand_back(ctx, attempt))
             raise
         finally:
-            metrics.inflight.labels(lane).dec()
-        metrics.run_seconds.labels(lane, "http" if isinstance(target, HttpTarget) else "kafka").observe(result.seconds)
+            metrics.child(metrics.inflight, lane).dec()
+        how = "http" if isinstance(target, HttpTarget) else "kafka"
+        metrics.child(metrics.run_seconds, lane, how).observe(result.seconds)
         return result
 
     async def hand_back(self, ctx: RunContext, attempt: int) -> None:
@@ -294,17 +296,19 @@ class RunHandler:
     async def record(
         self, ctx: RunContext, attempt: int, result: CallResult, verdict: Verdict, started: datetime
     ) -> None:
-        extra = {**ctx.log, "attempt": attempt}
         recorded = await self.finish(ctx, attempt, verdict.record, started)
         if not recorded:
             metrics.runs_finished.labels(ctx.due.lane, "stale").inc()
+            extra = {**ctx.log, "attempt": attempt}
             log.warning("outcome not recorded: attempt %s no longer holds the run", attempt, extra=extra)
             return
         status = verdict.record.status
         if verdict.record.retry_at is not None and status is RunStatus.RETRY:
             self.announce(ctx.run, attempt, "run", verdict.record.retry_at, self.clock())
-        metrics.runs_finished.labels(ctx.due.lane, status.value.lower()).inc()
-        log.debug("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
+        metrics.child(metrics.runs_finished, ctx.due.lane, status.value.lower()).inc()
+        if log.isEnabledFor(logging.DEBUG):  # the ids' text is made only for a line that is written
+            extra = {**ctx.log, "attempt": attempt}
+            log.debug("run %s (%s)", status.value, verdict.record.error or result.status, extra=extra)
         if self.notifier is not None:
             self.notifier.outcome(ctx, attempt, status.value, verdict.record.response_code, verdict.record.error)
         if status is RunStatus.DEAD:

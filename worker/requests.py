@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import secrets
+import random
 
 import msgspec
 
@@ -15,8 +15,10 @@ from worker.outcome import CONTENT_TYPES, body_of
 
 
 def traceparent(run_trace_id: str) -> str:
-    """W3C trace context: one trace per run (its id), one span per attempt."""
-    return f"00-{run_trace_id}-{secrets.token_hex(8)}-01"
+    """W3C trace context: one trace per run (its id), one span per attempt. The span id needs to be unique, not
+    unguessable: `secrets` read the kernel's random source (a system call) per call, ~1.5 % of a busy worker's
+    event-loop thread; never all zeros (an invalid span id)."""
+    return f"00-{run_trace_id}-{random.getrandbits(64) or 1:016x}-01"
 
 
 def call_headers(ctx: RunContext, attempt: int, body: bytes, timestamp_s: int) -> dict[str, str]:

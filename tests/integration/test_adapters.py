@@ -35,7 +35,7 @@ async def test_a_process_prepares_its_statements_at_start_up(settings: Settings)
     from tickwheel.store.cassandra import statements_of
 
     statements = statements_of(jobs, runs)
-    hot = {runs.CLAIM, runs.FINISH, runs.INSERT_CALL_ATTEMPT, jobs.READ_STATE, jobs.INSERT_KEYED_JOB}
+    hot = {runs.CLAIM, runs.FINISH, runs.INSERT_CALL_ATTEMPT, jobs.READ_STATE, jobs.READ_STATES, jobs.INSERT_KEYED_JOB}
     assert hot <= set(statements)
     store = await CassandraStore.connect(settings.cassandra)
     try:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import math
-import uuid
+import random
 from dataclasses import dataclass
 from typing import Any
 
@@ -184,7 +184,7 @@ class FlowLimits:
         """A slot for one call to `host` by `tenant`, or why not. Redis down: the call goes ahead unlimited
         (the limits protect targets; they must not stop the execution path)."""
         k = self._keys(tenant, host)
-        token = uuid.uuid4().hex
+        token = f"{random.getrandbits(128):032x}"  # unique among the slots held; uuid4 read the kernel's source
         rate = max(caps.target_rate_per_s, 0.001)
         hold_ms = max(1, math.ceil(caps.hold_s * 1000))
         args: list[str | int | float] = [now_ms, token, caps.tenant_concurrency, caps.target_concurrency, rate]

@@ -51,6 +51,7 @@ from tickwheel.settings import CassandraSettings, host_port
 from tickwheel.store.coordinators import WarmUpPolicy
 from tickwheel.store.grouping import GroupedBatches
 from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
+from tickwheel.store.rounds import RoundBatches, RoundReads
 
 log = logging.getLogger(__name__)
 
@@ -95,6 +96,8 @@ class CassandraStore:
         self._keys: dict[str, tuple[tuple[str, int], ...]] = {}  # a read's `column = ?` and their parameters
         self._intents: dict[str, bool] = {}  # conditional writes whose form store.retries does not understand
         self._grouped = GroupedBatches(lambda rows, logged: self.batch(rows, logged=logged))
+        self._rounds = RoundBatches(lambda rows: self.batch(rows, logged=False))
+        self._round_reads: dict[str, RoundReads[Any, Row]] = {}  # by the grouped read's statement
         self._coordinators = coordinators  # told of the hosts that leave a request unanswered
 
     @classmethod
@@ -312,6 +315,38 @@ class CassandraStore:
         behind them (store.grouping: one request for many creates); logged, the rows are still all or none."""
         await self._grouped.write(statements, logged=logged)
 
+    async def round_batch(self, statements: Sequence[tuple[str, Sequence[Any]]]) -> None:
+        """An unlogged `batch`, written together with the other unlogged batches asked for in this event-loop round
+        (store.rounds: one request for the rows of the runs handled together)."""
+        await self._rounds.write(statements)
+
+    async def read_in_round(self, one: str, many: str, column: str, key: Any) -> Row | None:
+        """The row `one` (a read by `column = ?`) answers for `key` (None: no row), read together with the other
+        keys asked for in this event-loop round by `many` (the same read by `column IN ?`, answering `column`)
+        when there are several (store.rounds)."""
+        reads = self._round_reads.get(many)
+        if reads is None:
+
+            async def single(value: Any) -> Row | None:
+                rows = await self.execute(one, [value])
+                return rows[0] if rows else None
+
+            async def several(values: Sequence[Any]) -> dict[Any, Row]:
+                return self._by_key(many, column, values, await self.execute(many, [list(values)]))
+
+            reads = self._round_reads[many] = RoundReads(single, several)
+        return await reads.get(key)
+
+    def _by_key(self, cql: str, column: str, asked: Sequence[Any], rows: list[Row]) -> dict[Any, Row]:
+        """The rows of a `column IN ?` read by their key, each of which must be one asked for (a crossed answer of
+        the same shape is another request's: `_check_keys` sees `column = ?` keys only)."""
+        found = {row[column]: row for row in rows}
+        if not found.keys() <= set(asked):
+            metrics.backend_errors.labels("cassandra").inc()
+            log.error("Cassandra answered rows of %s not asked for: %s", column, cql)
+            raise Unavailable("Cassandra answered rows of another key; try again")
+        return found
+
     async def ping(self) -> None:
         """One cheap read that any live node answers (readiness probes)."""
         await self.execute(SERVER_VERSION)
@@ -369,6 +404,7 @@ def _counter_of(cql: str) -> Any:
     return _counter(statement_kind(cql))
 
 
+@functools.lru_cache(maxsize=4096)
 def statement_kind(cql: str) -> str:
     """`read`, `lwt` (a conditional write: Paxos rounds) or `write`, the label of `cql_statements`."""
     if cql.lstrip()[:6].upper() == "SELECT":

@@ -96,6 +96,8 @@ INSERT_KEYED_JOB = (
     " IF NOT EXISTS"
 )
 READ_STATE = "SELECT state, version, definition FROM jobs WHERE job_id = ?"
+# The same read of the jobs of the runs a worker handles together (store.rounds: one request, not one each).
+READ_STATES = "SELECT job_id, state, version, definition FROM jobs WHERE job_id IN ?"
 INSERT_LISTING = "INSERT INTO jobs_by_tenant (tenant_id, job_id, state, labels, created_at) VALUES (?, ?, ?, ?, ?)"
 # The listing row as a keyed create wrote it, at that create's time: a later change of the listing wins over it.
 INSERT_LISTING_AT = INSERT_LISTING + " USING TIMESTAMP ?"
@@ -355,9 +357,10 @@ async def get_jobs(store: CassandraStore, job_ids: Sequence[uuid.UUID]) -> dict[
 
 
 async def read_state(store: CassandraStore, job_id: uuid.UUID) -> JobHead | None:
-    """The job's state, version and definition: what a worker checks before calling (None: no such job)."""
-    rows = await store.execute(READ_STATE, [job_id])
-    return job_head_of(job_id, rows[0]) if rows and rows[0]["state"] and rows[0]["definition"] else None
+    """The job's state, version and definition: what a worker checks before calling (None: no such job). Read
+    with the other jobs asked for in the same event-loop round (`READ_STATES`), alone by `READ_STATE`."""
+    row = await store.read_in_round(READ_STATE, READ_STATES, "job_id", job_id)
+    return job_head_of(job_id, row) if row and row["state"] and row["definition"] else None
 
 
 ADVANCE_JOB = (

@@ -238,14 +238,14 @@ async def claim(
     """RUNNING at attempt + 1 if the run is runnable at `expected_attempt` and made for `run.job_version`.
 
     Its lease check row (and its RUNNING history row, see `running_history_row`) are written first: if the claim
-    applies and the worker dies, that row finds the run. When the claim does not apply, `current` holds the
-    run's status, attempt and job_version (all None: no such run)."""
-    await store.batch(
+    applies and the worker dies, that row finds the run (written in one unlogged batch with the other claims' rows
+    of the same event-loop round, store.rounds; acknowledged before the LWT is sent). When the claim does not
+    apply, `current` holds the run's status, attempt and job_version (all None: no such run)."""
+    await store.round_batch(
         [
             bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
             running_history_row(run, expected_attempt + 1, now, lease_until),
-        ],
-        logged=False,
+        ]
     )
     applied, current = await store.applied(
         CLAIM,
@@ -345,10 +345,11 @@ DESCRIBE_TRIES = 4
 async def _describe(store: CassandraStore, rows: list[tuple[str, list[Any]]]) -> None:
     """The description rows of an outcome that counted, written again here when the write fails: retrying the
     whole `finish` would re-run its LWT, which a retry's next attempt may have claimed by then (the refusal would
-    drop this attempt's rows for good). Unlogged: descriptions of one outcome, all safe to write again."""
+    drop this attempt's rows for good). Unlogged: descriptions of one outcome, all safe to write again; written with
+    the other unlogged batches of the same event-loop round (store.rounds)."""
     for tries in range(1, DESCRIBE_TRIES + 1):
         try:
-            await store.batch(rows, logged=False)
+            await store.round_batch(rows)
             return
         except TickwheelError as exc:
             if not exc.retriable or tries == DESCRIBE_TRIES:

@@ -221,6 +221,13 @@ class BatchFailsOnceAfterAnLwt:
             raise Unavailable("batch timed out (injected)")
         await self._store.batch(statements, logged=logged)
 
+    async def round_batch(self, statements: Any) -> None:
+        """The worker's unlogged batches (grouped by event-loop round, store.rounds) fail the same way."""
+        if self._armed and not self.failed:
+            self.failed += 1
+            raise Unavailable("batch timed out (injected)")
+        await self._store.round_batch(statements)
+
 
 @pytest.mark.parametrize("status", [200, 503])
 async def test_a_batch_failing_after_an_applied_lwt_strands_no_run_and_calls_it_once(scene: Scene, status: int) -> None:

@@ -95,3 +95,20 @@ async def test_a_tenants_weight_comes_from_its_record_once_read() -> None:
     assert (tenants.weight_of("big"), tenants.weight_of("small")) == (3, 1)
     await asyncio.sleep(0.01)
     assert tenants.weight_of("small") == 1 and reads == ["big", "small"]
+
+
+async def test_a_lane_poll_gathers_a_burst_for_the_configured_time() -> None:
+    """`worker.lane_gather_s` is how long a poll that waited for its first message waits for the rest (the runs of
+    one poll are handled in step: their job reads and batches leave as one request each)."""
+    settings = build({"TICKWHEEL_WORKER_LANE_GATHER_S": "0.02"})
+    lane = LaneConsumer(settings, "default", lambda due: asyncio.sleep(0))
+    polls: list[tuple[int, float, float]] = []
+
+    class Consumer:
+        async def poll(self, max_records: int = 500, timeout_s: float = 0.5, gather_s: float = 0.005) -> list[Record]:
+            polls.append((max_records, timeout_s, gather_s))
+            lane.stop()
+            return []
+
+    await lane._loop(Consumer())  # type: ignore[arg-type]
+    assert polls and polls[0][2] == 0.02
