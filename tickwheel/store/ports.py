@@ -358,9 +358,9 @@ class JobCatalog(JobStore, ReschedulingStore, Protocol):
         ...
 
     async def complete_keyed_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
-        """Write again what a keyed create that died after its insert may not have written, as it would have at its
-        time `now`: its first run (if absent; its due and history rows while SCHEDULED), its listing (unless the job
-        was deleted since)."""
+        """Write again what a keyed create that died after its insert may not have written, as it did at its time
+        `now` (nothing written since is undone): its first run with its due and history rows, its listing (unless
+        the job was deleted since)."""
         ...
 
     async def get_keyed_job(self, job_id: uuid.UUID) -> KeyedJob | None:
