@@ -133,6 +133,9 @@ async def passes(tables: CassandraTables, args: argparse.Namespace) -> dict[str,
         pass_of: Sweeper | Reconciled = Reconciled(Reconciler(settings, tables, NearAnnouncer(settings, MemoryBus())))
     else:
         pass_of = Sweeper(settings, tables, MemoryBus())
+    if args.first_pass:  # the keyspace as before migration 0008's index was filled: the warm pass is a first pass
+        await tables.cql.execute_raw("TRUNCATE jobs_recurring")
+        await tables.cql.execute_raw("DELETE FROM sweep_marks WHERE name = 'sweeper'")
     warm = await timed(pass_of, start, args.pid)
     runs = [await timed(pass_of, start + timedelta(minutes=n), args.pid) for n in range(1, args.passes + 1)]
     return {"of": args.of, "label": args.label, "cassandra_idle_s_per_s": round(idle, 4), "warm": warm, "passes": runs}
@@ -182,6 +185,7 @@ def main() -> None:
     p.add_argument("--idle", type=float, default=5.0, help="passes: seconds of the server's idle CPU measured first")
     p.add_argument("--label", default="", help="passes: a name for the output (the code's side)")
     p.add_argument("--of", choices=["sweeper", "reconciler"], default="sweeper", help="passes: whose pass")
+    p.add_argument("--first-pass", action="store_true", help="passes: empty the index and the mark first")
     args = p.parse_args()
     print(json.dumps(asyncio.run(main_async(args))))
 
