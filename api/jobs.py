@@ -77,10 +77,10 @@ async def _replayed_job(
     """The same key again: the job it made, after completing its first run's rows if that request died before
     writing them all (a request younger than the store's timeout may still be writing them: 409, try again).
 
-    Its run row alone does not tell: the rows after the job's insert are one unlogged batch, which spans
-    partitions and may apply in part (run 8 of the soak: a job whose run was written and whose due row was not,
-    fired by the sweeper 356 s late). So while the run is absent or still SCHEDULED its rows are written again,
-    with the first request's own values and time (`complete_keyed_job`); a run that has moved on is left alone."""
+    Its run row alone does not tell: the rows after the job's insert are one logged batch, which may still be in
+    the batchlog of a create that timed out (and was unlogged until session 10, when it could apply in part: run 8
+    of the soak). So while the run is absent or still SCHEDULED its rows are written again, with the first
+    request's own values and time (`complete_keyed_job`: the same batch); a run that has moved on is left alone."""
     check_replay(keyed, existing.request_hash)
     job = existing.job
     if job.version == 1 and job.fired_count == 0 and job.next_run_at is not None and job.next_run_id is not None:

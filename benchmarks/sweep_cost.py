@@ -1,6 +1,7 @@
-"""The coordinator sweeper's pass alone: client CPU, Cassandra CPU, statements and wall time per pass over a keyspace
-of settled once jobs (and some that are not settled), for two codes side by side (each run with its code on
-PYTHONPATH, over the same keyspace). Nothing else runs: no platform, no Kafka (repairs announce to a bus in memory).
+"""The coordinator sweeper's pass alone (or the reconciler's: `--of reconciler`): client CPU, Cassandra CPU,
+statements and wall time per pass over a keyspace of settled once jobs (and some that are not settled), for two
+codes side by side (each run with its code on PYTHONPATH, over the same keyspace). Nothing else runs: no platform,
+no Kafka (repairs announce to a bus in memory).
 
     python -m benchmarks.sweep_cost populate --cassandra 127.0.0.4:29042 --keyspace tw_sweep --settled 6000
     python -m benchmarks.sweep_cost passes --cassandra 127.0.0.4:29042 --keyspace tw_sweep --pid <cassandra pid> \
@@ -9,7 +10,9 @@ PYTHONPATH, over the same keyspace). Nothing else runs: no platform, no Kafka (r
 `populate` writes (with this code's store) once jobs due over the last `--spread-min` minutes (0: all in the
 minute three minutes ago), each claimed and SUCCEEDED; `--waiting` once jobs due in one to three hours;
 `--running` once jobs due in the last half hour, RUNNING under a lease three hours long; `--recurring` hourly
-interval jobs whose next run is due in one to three hours.
+interval jobs whose next run is due in one to three hours (with `--recurring-since-h H`: made H hours ago, each
+hourly occurrence since recorded as a run, so the reconciler has a window of H occurrences to compare per job and
+finds nothing missing).
 None needs a repair, so every pass of either code finds the same keyspace. `passes` makes one warm pass and then
 `--passes` timed ones, each at a clock one minute later than the last (from `--start-min` minutes after `--at`,
 the `populated_at` that `populate` printed): a sweeper that reads the minutes since its last pass reads one minute
@@ -27,13 +30,18 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from benchmarks.peers.harness import cpu_seconds
+from coordinator.reconciler import Reconciler
 from coordinator.sweeper import Sweeper
 from tests.factories import definition, job
 from tickwheel import metrics
 from tickwheel.bus.memory import MemoryBus
+from tickwheel.bus.near import NearAnnouncer
+from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.instants import whole_ms
+from tickwheel.core.reconcile import Verdict
 from tickwheel.settings import CassandraSettings, Settings
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.jobs import run_of
 from tickwheel.store.migrate import migrate
 from tickwheel.store.records import AttemptResult, RunStatus
 from tickwheel.store.tables import CassandraTables
@@ -58,9 +66,14 @@ async def populate(tables: CassandraTables, args: argparse.Namespace, now: datet
                 assert await tables.finish(run, 1, result, "bench", due, due + timedelta(seconds=1), lease)
 
     async def recurring(due: datetime) -> None:
-        made, run = job(due, job_definition=definition(every_s=3600, anchor=due))
+        since = timedelta(hours=args.recurring_since_h)
+        made, run = job(due, job_definition=definition(every_s=3600, anchor=due - since - timedelta(hours=3)))
         async with gate:
-            await tables.create_job(made, run, now)
+            await tables.create_job(made, run, now - since)
+            at = due - timedelta(hours=1)
+            while at > now - since:  # the occurrences since it was made, each with its run
+                await tables.create_run(run_of(made, at, retention_s=RUN_RETENTION_S), now - since)
+                at -= timedelta(hours=1)
 
     spread_s = args.spread_min * 60
 
@@ -85,6 +98,7 @@ async def populate(tables: CassandraTables, args: argparse.Namespace, now: datet
         "waiting": args.waiting,
         "running": args.running,
         "recurring": args.recurring,
+        "recurring_since_h": args.recurring_since_h,
     }
 
 
@@ -93,7 +107,7 @@ def statements() -> float:
     return sum(s.value for m in metrics.cql_statements.collect() for s in m.samples if s.name.endswith("_total"))
 
 
-async def timed(sweeper: Sweeper, now: datetime, server: int) -> dict[str, object]:
+async def timed(sweeper: Sweeper | Reconciled, now: datetime, server: int) -> dict[str, object]:
     """One pass at the clock `now`: what it cost this process and the server, and what it repaired."""
     me = os.getpid()
     t0, c0, s0, q0 = time.monotonic(), cpu_seconds([me]), cpu_seconds([server]), statements()
@@ -114,10 +128,27 @@ async def passes(tables: CassandraTables, args: argparse.Namespace) -> dict[str,
     await asyncio.sleep(args.idle)
     idle = (cpu_seconds([args.pid]) - s0) / args.idle
     start = datetime.fromisoformat(args.at) + timedelta(minutes=args.start_min)
-    sweeper = Sweeper(Settings(), tables, MemoryBus())
-    warm = await timed(sweeper, start, args.pid)
-    runs = [await timed(sweeper, start + timedelta(minutes=n), args.pid) for n in range(1, args.passes + 1)]
-    return {"label": args.label, "cassandra_idle_s_per_s": round(idle, 4), "warm": warm, "passes": runs}
+    settings = Settings()
+    if args.of == "reconciler":
+        pass_of: Sweeper | Reconciled = Reconciled(Reconciler(settings, tables, NearAnnouncer(settings, MemoryBus())))
+    else:
+        pass_of = Sweeper(settings, tables, MemoryBus())
+    if args.first_pass:  # the keyspace as before migration 0008's index was filled: the warm pass is a first pass
+        await tables.cql.execute_raw("TRUNCATE jobs_recurring")
+        await tables.cql.execute_raw("DELETE FROM sweep_marks WHERE name = 'sweeper'")
+    warm = await timed(pass_of, start, args.pid)
+    runs = [await timed(pass_of, start + timedelta(minutes=n), args.pid) for n in range(1, args.passes + 1)]
+    return {"of": args.of, "label": args.label, "cassandra_idle_s_per_s": round(idle, 4), "warm": warm, "passes": runs}
+
+
+class Reconciled:
+    """A reconciler's pass as `timed` runs a sweeper's (its findings counted as repairs)."""
+
+    def __init__(self, reconciler: Reconciler) -> None:
+        self.reconciler = reconciler
+
+    async def sweep(self, now: datetime) -> dict[Verdict, int]:
+        return await self.reconciler.reconcile(now)
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, object]:
@@ -146,12 +177,15 @@ def main() -> None:
     p.add_argument("--waiting", type=int, default=200)
     p.add_argument("--running", type=int, default=100)
     p.add_argument("--recurring", type=int, default=100)
+    p.add_argument("--recurring-since-h", type=int, default=0, help="populate: recurring jobs made this long ago")
     p.add_argument("--spread-min", type=int, default=120)
     p.add_argument("--passes", type=int, default=3)
     p.add_argument("--start-min", type=int, default=0)
     p.add_argument("--at", default="", help="passes: the populated_at that `populate` printed")
     p.add_argument("--idle", type=float, default=5.0, help="passes: seconds of the server's idle CPU measured first")
     p.add_argument("--label", default="", help="passes: a name for the output (the code's side)")
+    p.add_argument("--of", choices=["sweeper", "reconciler"], default="sweeper", help="passes: whose pass")
+    p.add_argument("--first-pass", action="store_true", help="passes: empty the index and the mark first")
     args = p.parse_args()
     print(json.dumps(asyncio.run(main_async(args))))
 

@@ -9,11 +9,17 @@ chain writes each next run when the previous one fires), and the next run itself
 audit log no longer holds the version's start, the creation and the lookback bound the window. The decision is
 pure (`tickwheel.core.reconcile`); this module reads, repairs and counts.
 
-A pass reads at most `reconcile_pages_per_pass` pages of the jobs table and the next pass resumes after them, so
-a pass costs the same however many jobs there are; a full cycle over N jobs takes N / (pages x page size) passes,
-which must stay inside the lookback for every miss to be seen (defaults: 10,000 jobs a pass every 10 minutes,
-1.44 million jobs a day). Each job visited costs one read of its run history over its window, plus one of the
-audit log the first time its version is seen (cached per job and version).
+A pass reads the recurring jobs' index (`jobs_recurring`, the sweeper's; `sweeping.PARTS` partitions), not the
+jobs table: a once job has no window to compare, so the jobs kept settled (issue 14) cost a pass nothing. It
+reads at most `reconcile_pages_per_pass` pages of `sweep_page_size` ids (partition by partition, and the jobs
+they name by `job_id IN ?` groups), and the next pass resumes after them, so a pass is bounded however many
+recurring jobs there are; a full cycle over R recurring jobs takes about R / (pages x page size) passes (an empty
+partition costs a page too), which must stay inside the lookback for every miss to be seen (defaults: 10,000
+recurring jobs a pass every 10 minutes). Each ACTIVE job visited costs one read of its run history over its
+window, plus one of the audit log the first time its version is seen (cached per job and version). The index
+holds every recurring job once the sweeper's first pass on the keyspace has put the jobs made before it there
+(later ones get their row before the write that makes them recurring); it may still name a job that no longer
+recurs or was deleted, until the sweeper drops it: `check` skips those.
 
 A miss is told to the job's notification route as a `missed` run event: the coordinator produces a DueRun of
 kind `missed` onto the job's lane (`missed_message`), and the worker that consumes it hands it to its Notifier
@@ -40,6 +46,7 @@ from tickwheel.store.buckets import due_run_for
 from tickwheel.store.chain import is_recurring
 from tickwheel.store.jobs import Job, JobState, run_of
 from tickwheel.store.ports import ReconcilerStore
+from tickwheel.store.sweeping import PARTS
 from tickwheel.tenancy import TenantCache
 
 log = logging.getLogger(__name__)
@@ -51,7 +58,8 @@ OnMissed = Callable[[Job, Finding], Awaitable[None]]
 
 
 class Reconciler:
-    """One pass over the jobs table compares, repairs and counts; `on_missed` hears of each unrepaired miss."""
+    """One pass over the recurring jobs' index compares, repairs and counts; `on_missed` hears of each unrepaired
+    miss."""
 
     def __init__(
         self, settings: Settings, store: ReconcilerStore, near: NearAnnouncer, on_missed: OnMissed | None = None
@@ -65,25 +73,32 @@ class Reconciler:
         # Misses already reported (job, occurrence) -> when they leave every window: each is counted and sent
         # once per active coordinator (a new leader reports what is still inside its lookback once more).
         self._reported: dict[tuple[uuid.UUID, datetime], datetime] = {}
-        self._cursor: str | None = None  # where the next pass resumes in the jobs table (None: at the start)
+        # where the next pass resumes: a partition of the index and a cursor in it (None: at its start)
+        self._part = 0
+        self._cursor: str | None = None
         self._version_started: dict[tuple[uuid.UUID, int], datetime | None] = {}
         self.tenants = TenantCache(store)
 
     async def reconcile(self, now: datetime) -> dict[Verdict, int]:
-        """One pass over the next `reconcile_pages_per_pass` pages of jobs (from where the last pass stopped);
-        returns how many occurrences got each verdict."""
+        """One pass over the next `reconcile_pages_per_pass` pages of the recurring jobs' index (from where the last
+        pass stopped); returns how many occurrences got each verdict."""
         counts: dict[Verdict, int] = {}
         self._reported = {key: until for key, until in self._reported.items() if until > now}
         cfg = self.settings.coordinator
         for _ in range(cfg.reconcile_pages_per_pass):
-            jobs, self._cursor = await self.store.scan_jobs(page_size=cfg.sweep_page_size, cursor=self._cursor)
-            for job in jobs:
+            ids, self._cursor = await self.store.recurring_page(
+                self._part, page_size=cfg.sweep_page_size, cursor=self._cursor
+            )
+            jobs = await self.store.get_jobs(ids) if ids else {}
+            for job in jobs.values():
                 if job.state is not JobState.ACTIVE:
                     continue
                 for finding in await self.check(job, now):
                     counts[finding.verdict] = counts.get(finding.verdict, 0) + 1
-            if self._cursor is None:  # the cycle is complete; the next pass starts again at the beginning
-                break
+            if self._cursor is None:
+                self._part = (self._part + 1) % PARTS
+                if self._part == 0:  # the cycle is complete; the next pass starts again at the beginning
+                    break
         return counts
 
     async def window(self, job: Job, now: datetime) -> tuple[datetime, datetime]:

@@ -207,7 +207,7 @@ class CoordinatorSettings:
     member_silent_evict_s: float = 2.0
     reconcile_interval_s: float = 600.0  # how often the reconciler compares promised fires with recorded runs
     reconcile_lookback_s: int = 86_400  # how far back it looks (bounded by the job's current version)
-    reconcile_pages_per_pass: int = 20  # pages of sweep_page_size jobs one pass reads; the next pass resumes there
+    reconcile_pages_per_pass: int = 20  # pages of sweep_page_size ids (the recurring jobs' index) a pass reads
 
 
 @dataclass(frozen=True, slots=True)

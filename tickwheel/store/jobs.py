@@ -19,7 +19,7 @@ from tickwheel.core.ids import run_id_for
 from tickwheel.core.instants import whole_ms
 from tickwheel.errors import BatchTooLarge, Unavailable
 from tickwheel.model import lane_of, recurs, tolerance_ms_of
-from tickwheel.store import runs, sweeping
+from tickwheel.store import audit, runs, sweeping
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.ports import ReschedulingStore
 from tickwheel.store.records import Job as Job
@@ -125,6 +125,65 @@ def listing_row(job: Job, now: datetime) -> tuple[str, list[Any]]:
     return INSERT_LISTING, [job.tenant_id, job.job_id, job.state.value, label_set(job.definition), now]
 
 
+def timed(cql: str) -> str:
+    """`cql`, an INSERT whose USING clause (if any) ends it, with its write time as its last parameter."""
+    if cql.endswith(" USING TTL ?"):
+        return cql + " AND TIMESTAMP ?"
+    if " USING " in cql or not cql.lstrip().upper().startswith("INSERT"):
+        raise ValueError(f"not an insert whose write time can be given: {cql}")
+    return cql + " USING TIMESTAMP ?"
+
+
+def at_write_time(row: tuple[str, Sequence[Any]], write_time_us: int) -> tuple[str, list[Any]]:
+    """`row` written at `write_time_us`: sent again, it writes the same cells at the same time, so it cannot hide
+    anything written since (a claim, a pause, a delete). A row that names its own write time keeps it."""
+    cql, params = row
+    if "TIMESTAMP ?" in cql:
+        return cql, list(params)
+    return timed(cql), [*params, write_time_us]
+
+
+# A keyed create's rows after its insert, at that create's write time (`first_rows`); prepared at start-up.
+KEYED_RUN = timed(runs.INSERT_RUN.replace(" IF NOT EXISTS", ""))
+KEYED_RUN_WITH_ORIGIN = timed(runs.INSERT_RUN_WITH_ORIGIN.replace(" IF NOT EXISTS", ""))
+KEYED_BUCKET = timed(runs.INSERT_BUCKET)
+KEYED_FAR = timed(runs.INSERT_FAR)
+KEYED_CHANGE = timed(audit.INSERT_CHANGE)
+
+Rows = list[tuple[str, list[Any]]]
+
+
+def first_rows(
+    job: Job, first_run: NewRun | None, now: datetime, also: Sequence[tuple[str, Sequence[Any]]] = ()
+) -> tuple[tuple[str, list[Any]] | None, Rows]:
+    """A keyed create's rows after its job's insert, each at the create's write time `now`: its first run's `runs`
+    row (None without a run), and the rows that find and show it (its due row, its history row, the listing row,
+    `also`)."""
+    write_time_us = epoch_us(now)
+    finders = [listing_row(job, now), *also]
+    run = None
+    if first_run is not None:
+        run_insert, due, history = runs.new_run_rows(first_run, now)
+        run = at_write_time(run_insert, write_time_us)
+        finders = [due, history, *finders]
+    return run, [at_write_time(row, write_time_us) for row in finders]
+
+
+async def write_first_rows(store: CassandraStore, run: tuple[str, list[Any]] | None, finders: Rows) -> None:
+    """`first_rows` in one logged batch (grouped with other creates' rows): once the batchlog has it, every row is
+    written, replayed by the batchlog if the batch fails after it (an unlogged batch spans partitions and can
+    apply in part: soak run 8 had a keyed create's run written and its due row not, which nothing but a pass
+    over every job finds). Above the nodes' batch size limit, one statement each, the run's row last: every
+    prefix then leaves nothing or rows that find the run, never a run that nothing fires."""
+    rows = [*finders, *([run] if run is not None else [])]
+    try:
+        await store.grouped_batch(rows, logged=True)
+    except BatchTooLarge:
+        await asyncio.gather(*(store.execute(cql, params) for cql, params in finders))
+        if run is not None:
+            await store.execute(*run)
+
+
 async def create_keyed_job(
     store: CassandraStore,
     job: Job,
@@ -140,10 +199,11 @@ async def create_keyed_job(
     The run is written after the job here, not before: only the request that created the job may write its run,
     since a replay's plan (an interval anchored at its own now) could name another occurrence. An insert answered
     "not applied" with this very row (its first send applied after the SERIAL read that settled it found nothing)
-    is this request's own. If the batch fails, the rows are written once more (the job exists from its insert on)
-    the way a replay writes them (`complete_keyed_job`: nothing that could move the run back); a second failure is
-    answered 503, and the client's retry with the same key finds the job and completes it. `also` rides in the
-    same batch (the create's audit row: no statement of its own).
+    is this request's own. The rows after it are one logged batch at the create's write time (`first_rows`,
+    `write_first_rows`): all or none, and a batch that fails is sent again as it was, which cannot move back a run
+    fired and claimed meanwhile (its cells are older than the claim's); a second failure is answered 503, and the
+    client's retry with the same key finds the job and completes it (`complete_keyed_job`: the same rows). `also`
+    rides in the same batch (the create's audit row: no statement of its own).
 
     A recurring job's row in the sweeper's index goes first, before the insert: whatever fails after it, the
     sweeper finds the job (a once job needs none: its run's due rows are what the sweeper reads)."""
@@ -153,17 +213,14 @@ async def create_keyed_job(
     applied, current = await store.applied(INSERT_KEYED_JOB, values)
     if not applied and not _written_by(current, values):
         return KeyedJob(job_of(current), current.get("request_hash"))
-    rows = [*(runs.new_run_rows(first_run, now) if first_run is not None else []), listing_row(job, now), *also]
-    # each row is safe to write again; none is visible without the job; grouped with other creates' rows
+    run, finders = first_rows(job, first_run, now, also)
     try:
-        await _write_rows(store, rows)
+        await write_first_rows(store, run, finders)
     except Unavailable as exc:
-        # Not the same batch again: it may have applied in part (it spans partitions; run 8 of the soak had a run
-        # row written without its due row), and a run fired and claimed since would be moved back to SCHEDULED by
-        # its runs row, a plain insert. What a replay writes cannot move it back.
-        log.warning("the rows of a keyed create failed after its job was written; written again: %s", exc)
-        await complete_keyed_job(store, job, first_run, now)
-        await asyncio.gather(*(store.execute(cql, params) for cql, params in also))
+        # Either nothing of the batch was written or the batchlog writes all of it: the same rows at the same write
+        # time again are harmless either way.
+        log.warning("the rows of a keyed create failed after its job was written; sent again: %s", exc)
+        await write_first_rows(store, run, finders)
     return None
 
 
@@ -173,29 +230,14 @@ def _written_by(current: Row, values: Sequence[Any]) -> bool:
     return intent is not None and intent.shows(current)
 
 
-async def _write_rows(store: CassandraStore, rows: Sequence[tuple[str, Sequence[Any]]]) -> None:
-    """A keyed create's rows after its job: one unlogged batch, grouped with other creates' rows."""
-    try:
-        await store.grouped_batch(rows, logged=False)
-    except BatchTooLarge:
-        # Above the nodes' batch size limit (a large definition: the audit row holds it again): the batch is
-        # unlogged, so the same rows one statement each lose no atomicity, and the job just written does not stay
-        # without its run.
-        await asyncio.gather(*(store.execute(cql, params) for cql, params in rows))
-
-
 async def complete_keyed_job(store: CassandraStore, job: Job, first_run: NewRun | None, now: datetime) -> None:
-    """A replay found the job of a keyed create whose rows may not all be there (its batch failed, or was applied
-    in part: an unlogged batch spans partitions): write them again as that create did at its time `now` (the job's
-    `created_at`), moving nothing back: the run only if absent, its due and history rows only while it is still
-    SCHEDULED (`runs.create_run`: it may have been claimed since), the listing row at that create's write time (a
-    pause or a delete since wins over it); a recurring job's index row first."""
+    """A replay found the job of a keyed create whose rows may not all be there (its batch failed before the
+    batchlog had it, and so did the batch sent again): write them again as that create did at its time `now` (the
+    job's `created_at`): the same logged batch at the same write time (`first_rows`), which moves nothing back (a
+    claim, a pause or a delete since is newer than each of its cells); a recurring job's index row first."""
     if recurs(job.definition):
         await sweeping.mark_recurring(store, job)
-    if first_run is not None:
-        await runs.create_run(store, first_run, now)
-    _, params = listing_row(job, now)
-    await store.execute(INSERT_LISTING_AT, [*params, epoch_us(now)])
+    await write_first_rows(store, *first_rows(job, first_run, now))
 
 
 async def create_job(

@@ -446,6 +446,20 @@ class MemoryStore:
         """Put the job in the recurring jobs' index (written at the wall clock's time, as on Cassandra)."""
         self.recurring[job.job_id] = (job.shard, epoch_us(datetime.now(UTC)))
 
+    async def mark_all_recurring(self, jobs: Sequence[Job]) -> None:
+        """Put each of `jobs` in the recurring jobs' index."""
+        for job in jobs:
+            await self.mark_recurring(job)
+
+    async def recurring_page(
+        self, part: int, *, page_size: int, cursor: str | None
+    ) -> tuple[list[uuid.UUID], str | None]:
+        """A page of partition `part` of the index, by id; the cursor is the offset of the next page."""
+        start = int(cursor or 0)
+        held = await self.recurring_jobs(part)
+        following = start + page_size
+        return held[start:following], str(following) if following < len(held) else None
+
     async def get_jobs(self, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
         """Each job that exists."""
         return {job_id: job for job_id in job_ids if (job := self.jobs.get(job_id)) is not None}

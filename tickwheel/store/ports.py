@@ -224,15 +224,29 @@ class ChainStore(RunStore, JobStore, Protocol):
 
 
 class JobScanStore(Protocol):
-    """The whole jobs table, page by page (the coordinator's passes)."""
+    """The whole jobs table, page by page (the sweeper's first pass on a keyspace)."""
 
     async def scan_jobs(self, *, page_size: int, cursor: str | None) -> tuple[list[Job], str | None]:
         """One page of every job (any tenant, any state) and the cursor of the next (None: the last)."""
         ...
 
 
-class ReconcilerStore(RunStore, JobScanStore, TenantStore, Protocol):
-    """What the reconciler compares and repairs."""
+class RecurringIndex(Protocol):
+    """The recurring jobs' index (`sweeping.PARTS` partitions, by shard) and the jobs it names."""
+
+    async def recurring_page(
+        self, part: int, *, page_size: int, cursor: str | None
+    ) -> tuple[list[uuid.UUID], str | None]:
+        """One page of the ids in partition `part` of the index and the cursor of the next (None: the last)."""
+        ...
+
+    async def get_jobs(self, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
+        """Each job (any state; ids without one left out)."""
+        ...
+
+
+class ReconcilerStore(RunStore, RecurringIndex, TenantStore, Protocol):
+    """What the reconciler compares and repairs: the ACTIVE recurring jobs the index names, not every job kept."""
 
     async def version_started_at(self, job_id: uuid.UUID, version: int) -> datetime | None:
         """When the job reached `version`, if the audit log still holds it."""
@@ -243,7 +257,7 @@ class ReconcilerStore(RunStore, JobScanStore, TenantStore, Protocol):
         ...
 
 
-class SweeperStore(ChainStore, JobScanStore, DueRowStore, TenantStore, Protocol):
+class SweeperStore(ChainStore, JobScanStore, RecurringIndex, DueRowStore, TenantStore, Protocol):
     """What the coordinator's sweeper reads and repairs: the recurring jobs' index, the due rows of the minutes
     past their grace, the runs they name (the whole jobs table only on a keyspace's first pass)."""
 
@@ -259,8 +273,8 @@ class SweeperStore(ChainStore, JobScanStore, DueRowStore, TenantStore, Protocol)
         """Put the job in the recurring jobs' index."""
         ...
 
-    async def get_jobs(self, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
-        """Each job (any state; ids without one left out)."""
+    async def mark_all_recurring(self, jobs: Sequence[Job]) -> None:
+        """Put each of `jobs` in the recurring jobs' index (written together)."""
         ...
 
     async def swept_through(self, name: str) -> datetime | None:
@@ -344,9 +358,9 @@ class JobCatalog(JobStore, ReschedulingStore, Protocol):
         ...
 
     async def complete_keyed_job(self, job: Job, first_run: NewRun | None, now: datetime) -> None:
-        """Write again what a keyed create that died after its insert may not have written, as it would have at its
-        time `now`: its first run (if absent; its due and history rows while SCHEDULED), its listing (unless the job
-        was deleted since)."""
+        """Write again what a keyed create that died after its insert may not have written, as it did at its time
+        `now` (nothing written since is undone): its first run with its due and history rows, its listing (unless
+        the job was deleted since)."""
         ...
 
     async def get_keyed_job(self, job_id: uuid.UUID) -> KeyedJob | None:

@@ -1,5 +1,6 @@
 """What the coordinator's sweeper reads besides the due rows: the index of recurring jobs (`jobs_recurring`, in
-PARTS partitions by the job's shard) and how far it has swept the minute buckets (`sweep_marks`).
+PARTS partitions by the job's shard) and how far it has swept the minute buckets (`sweep_marks`). The reconciler
+reads the same index, a page at a time (`recurring_page`).
 
 A recurring job's row is written before the job's own conditional write that makes it recurring (`recurring_row`
 goes into the job's create or update), so a recurring job is never without it: the sweeper finds a missing next
@@ -9,7 +10,9 @@ a job made recurring again after that read keeps the row written for it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -43,13 +46,30 @@ async def mark_recurring(store: CassandraStore, job: Job) -> None:
     await store.execute(*recurring_row(job))
 
 
+async def mark_all_recurring(store: CassandraStore, jobs: Sequence[Job]) -> None:
+    """Write the `jobs_recurring` rows of `jobs` together: one unlogged batch per index partition (a batch inside
+    one partition is one mutation: no batchlog, and all of its rows or none), the partitions' batches at once."""
+    by_part: dict[int, list[tuple[str, list[Any]]]] = {}
+    for job in jobs:
+        by_part.setdefault(part_of(job.shard), []).append(recurring_row(job))
+    await asyncio.gather(*(store.batch(rows, logged=False) for rows in by_part.values()))
+
+
+async def recurring_page(
+    store: CassandraStore, part: int, *, page_size: int, cursor: str | None
+) -> tuple[list[uuid.UUID], str | None]:
+    """One page of the ids in the index's partition `part`, and the cursor of the next (None: the last)."""
+    rows, following = await store.page(SELECT_RECURRING, [part], page_size=page_size, cursor=cursor)
+    return [row["job_id"] for row in rows], following
+
+
 async def recurring_jobs(store: CassandraStore, part: int, *, page_size: int = 1000) -> list[uuid.UUID]:
     """The ids in the index's partition `part` (paged)."""
     found: list[uuid.UUID] = []
     cursor: str | None = None
     while True:
-        rows, cursor = await store.page(SELECT_RECURRING, [part], page_size=page_size, cursor=cursor)
-        found.extend(row["job_id"] for row in rows)
+        ids, cursor = await recurring_page(store, part, page_size=page_size, cursor=cursor)
+        found.extend(ids)
         if cursor is None:
             return found
 

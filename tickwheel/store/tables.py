@@ -200,6 +200,16 @@ class CassandraTables(SharedDecisions):
         """`sweeping.mark_recurring`."""
         await sweeping.mark_recurring(self.cql, job)
 
+    async def mark_all_recurring(self, jobs: Sequence[Job]) -> None:
+        """`sweeping.mark_all_recurring`."""
+        await sweeping.mark_all_recurring(self.cql, jobs)
+
+    async def recurring_page(
+        self, part: int, *, page_size: int, cursor: str | None
+    ) -> tuple[list[uuid.UUID], str | None]:
+        """`sweeping.recurring_page`."""
+        return await sweeping.recurring_page(self.cql, part, page_size=page_size, cursor=cursor)
+
     async def get_jobs(self, job_ids: Sequence[uuid.UUID]) -> dict[uuid.UUID, Job]:
         """`jobs.get_jobs`."""
         return await jobs.get_jobs(self.cql, job_ids)

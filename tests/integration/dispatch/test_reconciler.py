@@ -99,7 +99,7 @@ async def test_nothing_before_the_current_version_or_after_the_next_run_is_held_
     assert min(f.at for f in findings) > now - timedelta(minutes=30)
 
 
-async def test_a_pass_reads_a_bounded_number_of_pages_and_the_next_pass_resumes_after_them(
+async def test_a_pass_reads_a_bounded_number_of_index_pages_and_the_next_pass_resumes_after_them(
     dsettings: Settings, store: CassandraStore, producer: KafkaProducer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     now = datetime.now(UTC)
@@ -109,18 +109,19 @@ async def test_a_pass_reads_a_bounded_number_of_pages_and_the_next_pass_resumes_
     paged = dataclasses.replace(dsettings, coordinator=pages)
     tables = CassandraTables(store)
     reconciler = Reconciler(paged, tables, NearAnnouncer(dsettings, producer))
-    cursors: list[str | None] = []
-    real_scan = tables.scan_jobs
+    asked: list[tuple[int, str | None]] = []
+    real_page = tables.recurring_page
 
-    async def counted_scan(*, page_size: int, cursor: str | None) -> Any:
-        cursors.append(cursor)
-        return await real_scan(page_size=page_size, cursor=cursor)
+    async def counted_page(part: int, *, page_size: int, cursor: str | None) -> Any:
+        asked.append((part, cursor))
+        return await real_page(part, page_size=page_size, cursor=cursor)
 
-    monkeypatch.setattr(tables, "scan_jobs", counted_scan)
+    monkeypatch.setattr(tables, "recurring_page", counted_page)
     await reconciler.reconcile(now)
-    assert len(cursors) == 2 and cursors[0] is None and reconciler._cursor is not None
+    assert len(asked) == 2 and asked[0] == (0, None), "the index's first page, then one more"
+    resumed = (reconciler._part, reconciler._cursor)
     await reconciler.reconcile(now)
-    assert len(cursors) == 4 and cursors[2] is not None, "the second pass resumed where the first stopped"
+    assert len(asked) == 4 and asked[2] == resumed, "the second pass resumed where the first stopped"
 
 
 async def test_the_active_coordinator_repairs_and_puts_unrepaired_misses_on_the_jobs_lane(

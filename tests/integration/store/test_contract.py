@@ -282,6 +282,28 @@ async def test_the_recurring_jobs_index_and_the_sweepers_mark(ports: Both) -> No
     assert await ports.swept_through(name) == minute(now)
 
 
+async def test_the_recurring_jobs_index_is_written_together_and_read_a_page_at_a_time(ports: Both) -> None:
+    """Jobs put in the index together (the sweeper's first pass) are each there; walking a partition page by page
+    (the reconciler) finds each id of the partition once, and the cursor of its last page is None."""
+    made = [job(soon())[0] for _ in range(40)]
+    await ports.mark_all_recurring(made)
+    for part in {part_of(j.shard) for j in made}:
+        walked: list[uuid.UUID] = []
+        cursor: str | None = None
+        pages = 0
+        while True:
+            ids, cursor = await ports.recurring_page(part, page_size=7, cursor=cursor)
+            assert len(ids) <= 7
+            walked.extend(ids)
+            pages += 1
+            if cursor is None:
+                break
+        assert len(walked) == len(set(walked)), "no id twice"
+        assert set(walked) == set(await ports.recurring_jobs(part))
+        assert {j.job_id for j in made if part_of(j.shard) == part} <= set(walked)
+        assert pages >= len(walked) // 7
+
+
 async def test_a_dead_letter_stamps_its_run(ports: Both) -> None:
     run = await a_run(ports)
     dead_at = whole_ms(datetime.now(UTC))

@@ -239,6 +239,31 @@ async def test_the_first_pass_indexes_the_recurring_jobs_made_before_the_index()
     assert set(store.recurring) == {made.job_id}  # a job with no next run has nothing to check
 
 
+async def test_the_first_pass_writes_a_pages_index_rows_together() -> None:
+    written: list[list[uuid.UUID]] = []
+
+    class Together(MemoryStore):
+        async def mark_all_recurring(self, jobs: Sequence[Job]) -> None:
+            written.append([j.job_id for j in jobs])
+            await super().mark_all_recurring(jobs)
+
+    store = Together()
+    made = []
+    for _ in range(5):
+        recurring, run = job(NOW + timedelta(minutes=5), job_definition=definition(every_s=300, anchor=NOW))
+        await store.create_job(recurring, run, NOW)
+        made.append(recurring.job_id)
+    settled, first = once(DUE)  # a once job has no index row
+    await store.create_job(settled, first, DUE)
+    store.recurring.clear()  # made before migration 0008
+    settings = Settings()
+    settings = replace(settings, coordinator=replace(settings.coordinator, sweep_page_size=2))
+    await Sweeper(settings, store, MemoryBus()).sweep(NOW)
+    assert len(written) <= 3 and all(len(ids) <= 2 for ids in written), "one write per page of two jobs"
+    assert sorted(map(str, (i for ids in written for i in ids))) == sorted(map(str, made))
+    assert set(store.recurring) == set(made)
+
+
 async def test_a_recurring_job_deleted_or_ended_leaves_the_index_and_one_made_recurring_since_stays() -> None:
     now = datetime.now(UTC)
     store = MemoryStore()
