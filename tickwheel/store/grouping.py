@@ -174,16 +174,16 @@ class GroupedBatches:
                 # rows alone, so that one create's refusal is not every create's of the group.
                 await asyncio.gather(*(self._write_group([entry], logged) for entry in group))
             else:
-                _answer(waiting, exc)
+                answer_all(waiting, exc)
         except BaseException as exc:  # cancelled: every caller of the group sees it
-            _answer(waiting, exc)
+            answer_all(waiting, exc)
             raise
         else:
-            _answer(waiting, None)
+            answer_all(waiting, None)
 
 
-def _answer(waiting: list[asyncio.Future[None]], exc: BaseException | None) -> None:
-    """Tell each caller still waiting its group's outcome."""
+def answer_all(waiting: Sequence[asyncio.Future[Any]], exc: BaseException | None) -> None:
+    """Tell each caller still waiting its group's outcome (None: done; a cancellation cancels; else the error)."""
     for done in waiting:
         if done.done():
             continue

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
-from tickwheel.store.grouping import GROUP_BYTES, Rows, estimated_bytes, groups_of
+from tickwheel.store.grouping import GROUP_BYTES, Rows, answer_all, estimated_bytes, groups_of
 
 ROUND_ROWS = 10
 """Rows per grouped batch at most: each row is in one partition, so a batch touches at most Cassandra's default
@@ -89,12 +89,12 @@ class RoundBatches:
                 # refusal is not every caller's of the group.
                 await asyncio.gather(*(self._write_group([entry]) for entry in group))
             else:
-                _answer(waiting, exc)
+                answer_all(waiting, exc)
         except BaseException as exc:  # cancelled: every caller of the group sees it
-            _answer(waiting, exc)
+            answer_all(waiting, exc)
             raise
         else:
-            _answer(waiting, None)
+            answer_all(waiting, None)
 
 
 class RoundReads(Generic[K, V]):
@@ -147,25 +147,12 @@ class RoundReads(Generic[K, V]):
             else:
                 values = await self._many(list(group))
         except Exception as exc:  # the read failed: every caller of the group sees it
-            _answer(waiting, exc)
+            answer_all(waiting, exc)
             return
         except BaseException as exc:
-            _answer(waiting, exc)
+            answer_all(waiting, exc)
             raise
         for key, futures in group.items():
             for found in futures:
                 if not found.done():
                     found.set_result(values.get(key))
-
-
-def _answer(waiting: Sequence[asyncio.Future[Any]], exc: BaseException | None) -> None:
-    """Tell each caller still waiting its group's outcome."""
-    for done in waiting:
-        if done.done():
-            continue
-        if exc is None:
-            done.set_result(None)
-        elif isinstance(exc, asyncio.CancelledError):
-            done.cancel()
-        else:
-            done.set_exception(exc)
