@@ -76,7 +76,9 @@ class NearAnnouncer:
             await asyncio.wait_for(send, ANNOUNCE_TIMEOUT_S)
         except (TickwheelError, TimeoutError) as exc:
             extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id)}
-            log.warning("near-term announcement failed; the rescan will find the row: %s", exc, extra=extra)
+            # A timeout's own text is empty (run 11's soak logged ten such failures with no reason at all)
+            reason = str(exc) or f"no acknowledgement within {ANNOUNCE_TIMEOUT_S:g} s"
+            log.warning("near-term announcement failed; the rescan will find the row: %s", reason, extra=extra)
             return
         metrics.near_announced.inc()
 
