@@ -3,8 +3,10 @@ check it cannot make fails open, bounded by these per-process counts; see api.qu
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 
 from tickwheel import metrics
 from tickwheel.flow.redis import AwayGate
@@ -23,8 +25,21 @@ class LocalLimits:
     def __init__(self) -> None:
         self._windows: dict[tuple[str, ...], tuple[int, int]] = {}  # name -> (window, count in it)
         self.job_counts: dict[str, tuple[int, float]] = {}  # tenant -> (jobs, read at, monotonic s)
+        self._counting: dict[str, asyncio.Future[int]] = {}  # tenant -> its job count being read
         self._warned: dict[str, float] = {}
         self.away = AwayGate()
+
+    async def count_once(self, tenant_id: str, read: Callable[[], Awaitable[int]]) -> int:
+        """The tenant's job count from `read`, one read at a time per tenant: the requests that ask while it runs
+        share its answer. Counting is a read of the tenant's whole listing; run 12 of the soak had every create of
+        a tenant start one at once while Redis was away, and again when it came back without its counters, and
+        those reads stalled the cluster (QUORUM reads timed out: 5 creates answered 503)."""
+        pending = self._counting.get(tenant_id)
+        if pending is None:
+            pending = asyncio.ensure_future(read())
+            self._counting[tenant_id] = pending
+            pending.add_done_callback(lambda _: self._counting.pop(tenant_id, None))
+        return await asyncio.shield(pending)  # one caller cancelled leaves the read to the others
 
     def ask_redis(self) -> None:
         """Raise RedisAway (one of REDIS_DOWN) while Redis failed to answer a moment ago (`AwayGate`)."""

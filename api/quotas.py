@@ -118,8 +118,8 @@ async def take_job_slots(api: Api, tenant: Tenant, wanted: int) -> int:
     try:
         api.local.ask_redis()
         taken = int(await api.redis.run_script(TAKE_JOB_SLOTS, [key], [limit, wanted]))
-        if taken == -1:
-            seed = await api.store.count_jobs(tenant.tenant_id)
+        if taken == -1:  # the counter is gone (Redis restarted): seed it from Cassandra's count
+            seed = await api.local.count_once(tenant.tenant_id, lambda: api.store.count_jobs(tenant.tenant_id))
             await api.redis.set_if_absent(key, seed)
             taken = int(await api.redis.run_script(TAKE_JOB_SLOTS, [key], [limit, wanted]))
     except REDIS_DOWN as exc:
@@ -133,7 +133,10 @@ async def _take_local_job_slots(api: Api, tenant_id: str, limit: int, wanted: in
     process created since; how many of `wanted` fit under `limit`."""
     counted = api.local.job_counts.get(tenant_id)
     if counted is None or time.monotonic() - counted[1] > JOB_COUNT_FRESH_S:
-        counted = (await api.store.count_jobs(tenant_id), time.monotonic())
+        jobs = await api.local.count_once(tenant_id, lambda: api.store.count_jobs(tenant_id))
+        counted = api.local.job_counts.get(tenant_id)  # a request that shared the read may have counted on it since
+        if counted is None or time.monotonic() - counted[1] > JOB_COUNT_FRESH_S:
+            counted = (jobs, time.monotonic())
     taken = max(0, min(wanted, limit - counted[0]))
     api.local.job_counts[tenant_id] = (counted[0] + taken, counted[1])
     return taken
