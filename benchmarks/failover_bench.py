@@ -41,6 +41,7 @@ from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer, 
 from tickwheel.bus.near import announce
 from tickwheel.commands import platform_topics, run_migrate
 from tickwheel.coordination.zookeeper import ZooKeeper
+from tickwheel.core.acquisition import LEAVING_TAG
 from tickwheel.core.ids import run_id_for, shard_of
 from tickwheel.dev.platform import local_settings
 from tickwheel.settings import Settings
@@ -100,7 +101,8 @@ async def until_two_owners(store: CassandraStore, shards: int, timeout_s: float 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         marks = await checkpoints.read(store, range(shards))
-        if len(marks) == shards and len({m.owner for m in marks.values()}) == 2:
+        names = {m.owner for m in marks.values()}  # a mark tagged as handed over: its new owner is still reading it
+        if len(marks) == shards and len(names) == 2 and not any(n.endswith(LEAVING_TAG) for n in names):
             return
         await asyncio.sleep(0.5)
     raise RuntimeError("the two dispatchers did not take every shard")
