@@ -430,3 +430,14 @@ async def test_a_moved_shard_given_back_before_its_new_owner_took_it_gets_an_unt
     await a.ownership.apply(OwnershipChange(3, frozenset(), frozenset(), frozenset({1, 2})))
     await a.checkpointer.checkpoint()
     assert a.store.checkpoints[2].owner == "a" and a.store.checkpoints[2].owner_epoch == 3
+
+
+async def test_a_handed_over_mark_that_lands_after_the_new_owners_own_mark_does_not_replace_it() -> None:
+    a = Parts(member="a")
+    await a.own(1, 2, epoch=1)
+    await a.ownership.apply(OwnershipChange(2, frozenset(), frozenset({2}), frozenset({1})))
+    await a.store.advance_checkpoints({2: NOW + timedelta(seconds=1)}, 2, "b", NOW)  # b was quicker
+    assert a.ownership.marking is not None
+    await a.ownership.marking  # written under the epoch `a` owned shard 2 at: refused
+    held = a.store.checkpoints[2]
+    assert (held.owner, held.owner_epoch, held.fired_through) == ("b", 2, NOW + timedelta(seconds=1))
