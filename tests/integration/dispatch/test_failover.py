@@ -262,12 +262,12 @@ async def test_a_dispatcher_killed_and_started_again_takes_its_shards_back_witho
     await lanes.wait_for(lambda: run_ids <= {f.run_id for _, f, _ in lanes.fired}, timeout_s=60)
     await asyncio.sleep(2)
     await lanes.poll()
-    # The mechanism: the newcomer's shards came from a live member, whose tagged marks it waited for.
-    assert log_lines(tmp_path, "dispatcher-3", "handed over by a live member")
     name = f"{socket.gethostname()}-{newcomer.pid}".encode()
     grace_ms = (HANDOVER_GRACE_S + 1) * 1000  # the tagged mark is the survivor's watermark at the move, after `joined`
     again = [f for _, f, h in lanes.fired if h["dispatcher"] == name and f.fire_at_ms < joined_s * 1000 - grace_ms]
     assert again == [], f"{len(again)} runs the survivor had sent were sent again by the newcomer"
+    # The mechanism: the newcomer's shards came from a live member, whose tagged marks it waited for.
+    assert log_lines(tmp_path, "dispatcher-3", "handed over by a live member")
     assert any(h["dispatcher"] == name for _, _, h in lanes.fired), "the newcomer fired its shards"
     # No gap: the survivor fired the moved shards until the newcomer had read them (lags only against the session).
     lags = await lags_after(lanes, run_ids, set(range(fsettings.shards)), killed_ms)
