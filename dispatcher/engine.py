@@ -54,7 +54,7 @@ class Dispatcher:
         self.clock = Clock(clock, monotonic, sleep)
         self.table = ShardTable(self.clock, cfg.capacity_per_s)
         self.horizon = Horizon(self.table, store, near, cfg, self.clock)
-        self.ownership = Ownership(settings, self.table, store, near, self.horizon, self.clock)
+        self.ownership = Ownership(settings, self.table, store, near, self.horizon, self.clock, self._spawn)
         self.firing = Firing(settings, self.table, store, producer, self.ownership, self.clock, self._spawn, name=name)
         self.checkpointer = Checkpointer(self.table, store, self.ownership, cfg, self.clock)
         self._tasks: set[asyncio.Task[Any]] = set()

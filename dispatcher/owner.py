@@ -7,16 +7,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
-from datetime import datetime
+from datetime import UTC, datetime
+from typing import Any
 
 from dispatcher.horizon import Horizon
 from dispatcher.ownership import (
-    LEAVING_TAG,
     Moving,
     OwnershipChange,
     is_newer,
     may_fire,
+    owner_tag,
     plan_ownership,
     resume_from,
     taken_over,
@@ -27,12 +29,25 @@ from schemas.messages import ShardAssignment
 from tickwheel import metrics
 from tickwheel.bus.ports import NearTermFeed
 from tickwheel.coordination.zookeeper import SessionState
-from tickwheel.core.acquisition import backlog_reads, first_from, first_reads
+from tickwheel.core.acquisition import (
+    Previous,
+    backlog_reads,
+    first_from,
+    first_reads,
+    previous_owner,
+    resume_grace_s,
+)
 from tickwheel.settings import Settings
 from tickwheel.store.ports import CheckpointStore
 from tickwheel.store.records import Checkpoint
 
 log = logging.getLogger(__name__)
+
+HANDOVER_MARK_WAIT_S = 2.0
+"""How long a take-over waits for a live member's tagged mark of a shard moved off it (it writes it when the move
+reaches it, as we read; 512 LWTs, under a second unless the cluster is slow). Meanwhile that member fires the shard."""
+HANDOVER_MARK_POLL_S = 0.25
+Spawn = Callable[[Coroutine[Any, Any, Any]], "asyncio.Task[Any]"]
 
 
 class Ownership:
@@ -46,8 +61,10 @@ class Ownership:
         near: NearTermFeed,
         horizon: Horizon,
         clock: Clock,
+        spawn: Spawn | None = None,
     ):
         self.settings, self.cfg = settings, settings.dispatcher
+        self._spawn: Spawn = spawn or asyncio.ensure_future
         self.table, self.store, self.near, self.horizon, self.clock = table, store, near, horizon, clock
         self.member: str | None = None
         self.assignment: ShardAssignment | None = None
@@ -58,6 +75,8 @@ class Ownership:
         self.last_alive = clock.monotonic()
         self.moving: dict[int, Moving] = {}
         """Shards an assignment moved away, still fired until their new owner has read them (`watch_moves`)."""
+        self.marking: asyncio.Task[Any] | None = None
+        """The write of the last moved shards' tagged marks (`_mark_handed_over`), for tests to wait on."""
         self._reconcile = asyncio.Event()
 
     # -- what membership tells the engine -------------------------------------------------------------------
@@ -118,10 +137,14 @@ class Ownership:
         `watch_moves`), acquire the shards added."""
         table = self.table
         async with table.scan_lock:
-            self.epoch = change.epoch
+            held_epoch, self.epoch = self.epoch, change.epoch
             for shard in change.kept | change.added:
-                self.moving.pop(shard, None)  # given back before its new owner took it
+                if self.moving.pop(shard, None) is not None:  # given back before its new owner took it
+                    table.written.pop(shard, None)  # its next checkpoint replaces the tagged mark
+            before = set(self.moving)
             moved = self._move(change)
+            if moved - before:
+                self.marking = self._spawn(self._mark_handed_over(moved - before, held_epoch))
             for shard in change.removed - moved:
                 table.drop_shard(shard)
             if change.removed - moved and not change.added:
@@ -147,6 +170,25 @@ class Ownership:
             if shard not in self.moving and state is not None and state.scanned:
                 self.moving[shard] = Moving(change.epoch, began, deadline)
         return set(self.moving) & change.removed
+
+    async def _mark_handed_over(self, shards: set[int], epoch: int) -> None:
+        """Write the watermarks of shards just moved off us, tagged as handed over, under the epoch we owned them at:
+        their new owner resumes them with seconds of grace (`tickwheel.core.acquisition.previous_owner`) instead of
+        re-firing the minutes since our last mark, which moves only every `checkpoint_step_s`. Under our old epoch the
+        write (`IF owner_epoch <= ?`) can never replace a mark the new owner has written; one not written costs only a
+        longer re-fire, as in `Dispatcher.begin_leaving`."""
+        table, member = self.table, self.member
+        if member is None or not self.can_fire():  # a paused or evicted member's mark says nothing of a handover
+            return
+        marks = {
+            shard: datetime.fromtimestamp(table.watermarks.mark(shard, table.fired_through_ms) / 1000, UTC)
+            for shard in shards
+            if shard in table.owned
+        }
+        try:
+            await self.store.advance_checkpoints(marks, epoch, owner_tag(member, leaving=True), self.clock.now())
+        except Exception as exc:
+            log.warning("writing the handed-over marks of %d moved shards failed: %s", len(marks), exc)
 
     async def watch_moves(self, poll_s: float = 0.5) -> None:
         """Drop each moving shard once its new owner has checkpointed it past the move (or at its deadline): the
@@ -181,12 +223,14 @@ class Ownership:
         (the checkpoints are read meanwhile), then the backlog since each checkpoint minus the grace
         (tickwheel/core/acquisition.py). The shards are scanned, so checkpointed and handed over, only after both."""
         table, now, lookback_s = self.table, self.clock.now(), self.cfg.acquire_lookback_s
+        live = frozenset(self.assignment.members) if self.assignment is not None else frozenset()
         if table.loaded_until is None:
             table.loaded_until = loadable_until(now, self.cfg.preload_horizon_s)
         for shard in added:
             table.owned[shard] = ShardState(start=first_from(now, lookback_s))  # its start once the marks are read
         started = time.perf_counter()
-        starts = asyncio.ensure_future(self._starts(added, now))
+        previous: dict[int, Previous] = {}
+        starts = asyncio.ensure_future(self._starts(added, now, live, previous))
         try:
             await self.near.retarget(set(table.owned))  # end offsets before the scan
             retarget_s = time.perf_counter() - started
@@ -207,26 +251,52 @@ class Ownership:
                 table.owned[shard] = replace(table.owned[shard], scanned=True)
         took_s = time.perf_counter() - started
         metrics.preload_seconds.observe(took_s)
+        handed = sum(p is not Previous.GONE for p in previous.values())
         log.info(
-            "acquired %d shards: near-term positions in %.2f s, minutes around now in %.2f s (%d reads), backlog in "
-            "%.2f s (%d reads), %d runs",
-            len(added), retarget_s, first_s - retarget_s, len(first), took_s - first_s, len(backlog), found,
+            "acquired %d shards (%d handed over by a live member): near-term positions in %.2f s, minutes around now "
+            "in %.2f s (%d reads), backlog in %.2f s (%d reads), %d runs",
+            len(added), handed, retarget_s, first_s - retarget_s, len(first), took_s - first_s, len(backlog), found,
         )  # fmt: skip
 
-    async def _starts(self, added: frozenset[int], now: datetime) -> dict[int, datetime]:
-        """Where this owner starts each shard: its checkpoint minus the grace (`resume_from`)."""
+    async def _starts(
+        self, added: frozenset[int], now: datetime, live: frozenset[str], previous: dict[int, Previous]
+    ) -> dict[int, datetime]:
+        """Where this owner starts each shard: its checkpoint minus the grace its writer calls for (`previous_owner`,
+        recorded in `previous`)."""
         marks = await self.store.read_checkpoints(added)
+        marks.update(await self._handed_over_marks(marks, live))
         starts = {}
         for shard in added:
             mark = marks.get(shard)
-            handed_over = mark is not None and mark.owner.endswith(LEAVING_TAG)
-            start = resume_from(
-                mark.fired_through if mark else None, now, self.cfg.resume_grace_s, handed_over=handed_over
-            )
+            previous[shard] = previous_owner(mark.owner if mark else None, live, self.member)
+            grace_s = resume_grace_s(previous[shard], self.cfg.resume_grace_s)
+            start = resume_from(mark.fired_through if mark else None, now, grace_s)
             if shard in self.table.owned:
                 self.table.owned[shard] = replace(self.table.owned[shard], start=start)
             starts[shard] = start
         return starts
+
+    async def _handed_over_marks(self, marks: dict[int, Checkpoint], live: frozenset[str]) -> dict[int, Checkpoint]:
+        """The marks of shards taken from a live member that has not tagged them yet, read again until it has (at most
+        `HANDOVER_MARK_WAIT_S`): it tags them when the move reaches it, about when we read, and its last untagged mark
+        may be a checkpoint step (60 s) old, every run since sent again by us. What is still untagged then is resumed
+        from that mark with the handover's grace all the same: the member was alive, and its mark is a floor of
+        what it had acknowledged."""
+        waiting = {s for s, m in marks.items() if previous_owner(m.owner, live, self.member) is Previous.LIVE}
+        found: dict[int, Checkpoint] = {}
+        deadline = self.clock.monotonic() + HANDOVER_MARK_WAIT_S
+        while waiting and self.clock.monotonic() < deadline:
+            await self.clock.sleep(HANDOVER_MARK_POLL_S)
+            try:
+                fresh = await self.store.read_checkpoints(waiting)
+            except Exception as exc:  # the marks read first still hold
+                log.warning("reading the handed-over marks again failed: %s", exc)
+                break
+            for shard, mark in fresh.items():
+                if previous_owner(mark.owner, live, self.member) is not Previous.LIVE:
+                    found[shard] = mark
+                    waiting.discard(shard)
+        return found
 
     async def hand_over(self, timeout_s: float, poll_s: float = 0.25) -> int:
         """Leaving (after `Dispatcher.begin_leaving`): keep firing each shard until its new owner has taken it:

@@ -8,6 +8,8 @@ from datetime import datetime, timedelta
 
 from schemas.messages import ShardAssignment
 from tickwheel.coordination.zookeeper import SessionState
+from tickwheel.core.acquisition import HANDOVER_GRACE_S as HANDOVER_GRACE_S  # re-exported: the tests' names
+from tickwheel.core.acquisition import LEAVING_TAG as LEAVING_TAG
 from tickwheel.core.liveness import alive_within
 from tickwheel.store.records import Checkpoint
 
@@ -42,11 +44,6 @@ def plan_ownership(owned: frozenset[int], assignment: ShardAssignment | None, me
 def is_newer(candidate: ShardAssignment, current: ShardAssignment | None) -> bool:
     """Assignments only move forward: an older epoch seen late (watch reordering) is ignored."""
     return current is None or candidate.epoch >= current.epoch
-
-
-LEAVING_TAG = " (leaving)"
-"""Appended to the owner of a checkpoint written by a dispatcher handing its shards over."""
-HANDOVER_GRACE_S = 5.0
 
 
 def owner_tag(member: str, leaving: bool) -> str:

@@ -85,11 +85,21 @@ def _process_log_warnings(item: pytest.Item, lines: int = 20) -> str:
     return "\n".join(parts)
 
 
+def server_of(kind: str) -> str:
+    """The name the local stack gives its server of `kind` (`kafka`; `kafka-1` on a stack started with `--hosts`),
+    from the stack's own record of its servers, for the tests that stop and start one."""
+    from tickwheel.dev import stack
+
+    names = [name for name in stack.specs_of(STACK_DIR) if stack.kind_of(name) == kind]
+    assert names, f"no {kind} server in {STACK_DIR}"
+    return names[0]
+
+
 def _server_log_tails(lines: int = 15) -> str:
-    from tickwheel.dev.stack import process
+    from tickwheel.dev.stack import process, specs_of
 
     parts = []
-    for name in ("cassandra", "kafka", "zookeeper", "redis"):
+    for name in specs_of(STACK_DIR):
         log = process.log_path(STACK_DIR, name)
         if log.exists():
             parts.append(f"--- {name} ({log}) ---\n{process.tail(log, lines)}")

@@ -16,12 +16,17 @@ from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
 
-async def test_a_first_prepare_against_an_unreachable_cassandra_is_unavailable(settings: Settings) -> None:
+def cassandra_proxy(settings: Settings) -> tuple[TcpProxy, tuple[str]]:
+    """A proxy in front of the stack's Cassandra, on the node's own address (see `TcpProxy`), and the hosts to give."""
     host, _, port = settings.cassandra.hosts[0].rpartition(":")
-    proxy = TcpProxy(host or "127.0.0.1", int(port)).start()
-    store = await CassandraStore.connect(
-        dataclasses.replace(settings.cassandra, hosts=(f"127.0.0.1:{proxy.port}",), request_timeout_s=2.0)
-    )
+    host = host or "127.0.0.1"
+    proxy = TcpProxy(host, int(port), listen_host=host).start()
+    return proxy, (f"{host}:{proxy.port}",)
+
+
+async def test_a_first_prepare_against_an_unreachable_cassandra_is_unavailable(settings: Settings) -> None:
+    proxy, hosts = cassandra_proxy(settings)
+    store = await CassandraStore.connect(dataclasses.replace(settings.cassandra, hosts=hosts, request_timeout_s=2.0))
     try:
         assert await store.execute("SELECT release_version FROM system.local")
         proxy.cut()
@@ -39,11 +44,8 @@ async def test_a_cassandra_back_after_a_long_outage_is_used_again_within_seconds
     """The driver's default reconnection backoff grows to 600 s: after 40 s of outage its next attempt was half a
     minute or more after the server was back (the nemesis soak saw 8 minutes of 503s). With `reconnect_max_s` the
     store answers again a few seconds after the server does."""
-    host, _, port = settings.cassandra.hosts[0].rpartition(":")
-    proxy = TcpProxy(host or "127.0.0.1", int(port)).start()
-    store = await CassandraStore.connect(
-        dataclasses.replace(settings.cassandra, hosts=(f"127.0.0.1:{proxy.port}",), request_timeout_s=2.0)
-    )
+    proxy, hosts = cassandra_proxy(settings)
+    store = await CassandraStore.connect(dataclasses.replace(settings.cassandra, hosts=hosts, request_timeout_s=2.0))
     try:
         assert await store.execute("SELECT release_version FROM system.local")
         proxy.cut()

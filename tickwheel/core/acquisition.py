@@ -14,6 +14,14 @@ a loaded three-node cluster and 21 s at load 65 (BENCHMARKS.md "Nemesis soak, ru
 
 The lookback covers the time a dead owner's fires can have stopped before the take-over began (its detection: 1-3 s
 for a killed or stopped dispatcher, a session timeout at worst): the runs due meanwhile go out with the first reads.
+
+Where a take-over starts a shard depends on who wrote its checkpoint (`previous_owner`). A dead owner's mark is
+re-read from minutes back (`resume_grace_s`). A shard taken from a live member is different: that member keeps firing
+it until we have checkpointed it past the move (`dispatcher.owner.Ownership.watch_moves`), and writes its
+watermark tagged as handed over when the move reaches it, as a leaving dispatcher does. Re-reading minutes of what
+it had already sent made a dispatcher that joined (one SIGKILLed and started again) send every run of its new shards
+of the last two or three minutes again, thousands in a burst, each a lane message and a worker's refused claim, and
+the runs due meanwhile waited behind them (BENCHMARKS.md "A dispatcher killed and started again").
 """
 
 from __future__ import annotations
@@ -21,10 +29,46 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from enum import Enum
 
 from tickwheel.core.ids import minute_bucket
 
 MINUTE = timedelta(minutes=1)
+
+LEAVING_TAG = " (leaving)"
+"""Appended to the owner of a checkpoint written by a dispatcher handing the shard over (leaving, or moved away)."""
+HANDOVER_GRACE_S = 5.0
+"""How far before a handed-over mark a new owner starts: its writer acknowledged everything due before it."""
+
+
+class Previous(Enum):
+    """Who wrote the checkpoint of a shard being taken over, as the new owner sees it."""
+
+    HANDED_OVER = "handed over"
+    """Tagged: written by a member handing the shard over (a leaving one, or one the assignment moved it off), which
+    had every run due before the mark acknowledged and keeps firing the shard until we have taken it."""
+    LIVE = "live"
+    """Another member of the assignment being applied, not tagged (yet): alive when the assignment was published,
+    so it fires the shard until we take it, and its tagged mark is on its way."""
+    GONE = "gone"
+    """Anyone else (a member since evicted or dead, or no checkpoint): what it may not have sent must go out again."""
+
+
+def previous_owner(owner: str | None, live: Collection[str], member: str | None) -> Previous:
+    """How a take-over reads a checkpoint written by `owner` (None: no checkpoint), given the members of the assignment
+    being applied (`live`) and our own member name. Our own mark is GONE: we dropped that shard, and whoever had it
+    since may not have checkpointed it."""
+    if owner is None:
+        return Previous.GONE
+    if owner.endswith(LEAVING_TAG):
+        return Previous.HANDED_OVER
+    return Previous.LIVE if owner != member and owner in live else Previous.GONE
+
+
+def resume_grace_s(previous: Previous, grace_s: float) -> float:
+    """How far before the checkpoint a take-over starts: seconds after a handover (the writer acknowledged all that
+    was due before its mark), `grace_s` (minutes) after an owner that may have died with runs unsent."""
+    return grace_s if previous is Previous.GONE else min(grace_s, HANDOVER_GRACE_S)
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,15 +18,20 @@ T = TypeVar("T")
 
 
 class TcpProxy:
-    """127.0.0.1:<ephemeral> -> upstream; `cut()` closes every connection and refuses new ones until `restore()`.
+    """<listen_host>:<ephemeral> -> upstream; `cut()` closes every connection and refuses new ones until `restore()`.
+
+    In front of Cassandra it must listen on the node's own address (`listen_host=upstream_host`): the driver takes
+    the node's address from its `system.local` row and keeps only the port it was given, so on a stack whose node
+    is 127.0.0.7 (`stack up --hosts`) a proxy on 127.0.0.1 was left and 127.0.0.7:<proxy port> refused.
 
     It runs its own event loop in a thread: the process under test may block its loop on the server behind the
     proxy (the Cassandra driver's first `prepare` of a statement is synchronous), and a proxy on that same loop
     would then never pass the answer it waits for.
     """
 
-    def __init__(self, upstream_host: str, upstream_port: int) -> None:
+    def __init__(self, upstream_host: str, upstream_port: int, *, listen_host: str = "127.0.0.1") -> None:
         self.upstream = (upstream_host, upstream_port)
+        self.listen_host = listen_host
         self.port = 0
         self.cut_now = False
         self._loop = asyncio.new_event_loop()
@@ -36,7 +41,7 @@ class TcpProxy:
 
     def start(self) -> TcpProxy:
         self._thread.start()
-        self._server = self._run(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self._server = self._run(asyncio.start_server(self._serve, self.listen_host, 0))
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from tests.conftest import server_of
 from tests.integration.api.api_bodies import cron_job
 from tests.integration.api.conftest import STACK_DIR, Caller
 from tickwheel.dev.stack import start_server, stop_server
@@ -26,14 +27,15 @@ async def test_cassandra_down_gives_503_with_retry_after_then_service_resumes(al
     alice.client = fast
     assert (await alice.call("POST", "/v1/jobs", json=cron_job())).status == 201
     before = len((await (await alice.call("GET", "/v1/jobs")).json())["items"])
-    assert await asyncio.to_thread(stop_server, STACK_DIR, "cassandra")
+    cassandra = server_of("cassandra")  # `cassandra-1` on a stack started with --hosts
+    assert await asyncio.to_thread(stop_server, STACK_DIR, cassandra)
     try:
         response = await alice.call("POST", "/v1/jobs", json=cron_job(name="while down"))
         assert response.status == 503, await response.text()
         assert response.content_type == "application/problem+json"
         assert int(response.headers["Retry-After"]) >= 1
     finally:
-        await asyncio.to_thread(start_server, STACK_DIR, "cassandra")
+        await asyncio.to_thread(start_server, STACK_DIR, cassandra)
     deadline = time.monotonic() + RECOVERY_TIMEOUT_S
     status = 0
     while time.monotonic() < deadline:

@@ -288,8 +288,9 @@ async def test_a_create_answered_503_while_cassandra_is_cut_off_succeeds_once_wi
 ) -> None:
     """The API's Cassandra goes through a TCP proxy this test owns; cutting it makes the real API answer 503."""
     host, _, port = settings.cassandra.hosts[0].rpartition(":")
-    proxy = TcpProxy(host or "127.0.0.1", int(port)).start()
-    cut_off = dataclasses.replace(settings.cassandra, hosts=(f"127.0.0.1:{proxy.port}",), request_timeout_s=3.0)
+    host = host or "127.0.0.1"
+    proxy = TcpProxy(host, int(port), listen_host=host).start()  # on the node's own address (see TcpProxy)
+    cut_off = dataclasses.replace(settings.cassandra, hosts=(f"{host}:{proxy.port}",), request_timeout_s=3.0)
     store = await CassandraStore.connect(cut_off)
     app = make_app(api_settings(settings, auth_cache_s=300.0), CassandraTables(store), producer, redis)
     server = TestClient(TestServer(app))

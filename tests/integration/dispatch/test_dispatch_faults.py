@@ -22,8 +22,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import server_of
 from tests.integration.dispatch.conftest import LaneReader, announce_run, new_run, write_run
 from tickwheel.bus.kafka import KafkaProducer
+from tickwheel.core.acquisition import LEAVING_TAG
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
@@ -70,8 +72,9 @@ async def spawn(dsettings: Settings, tmp_path: Path) -> AsyncIterator[Spawn]:
 
 
 async def owners(store: CassandraStore, shards: int) -> dict[int, str]:
+    """Each shard's checkpoint owner; a mark tagged as handed over (its new owner is still reading it) is none."""
     rows = await store.execute("SELECT shard, owner FROM shard_checkpoints WHERE shard IN ?", [list(range(shards))])
-    return {r["shard"]: r["owner"] for r in rows if r["owner"]}
+    return {r["shard"]: r["owner"] for r in rows if r["owner"] and not r["owner"].endswith(LEAVING_TAG)}
 
 
 async def wait_owned_by(store: CassandraStore, shards: int, count: int, timeout_s: float = 40.0) -> dict[int, str]:
@@ -154,10 +157,11 @@ async def test_a_dispatcher_stopped_past_its_session_timeout_fires_nothing_of_it
     assert stale == []
 
 
-async def restart_server(name: str, down_s: float) -> None:
-    """Stop one shared server of the local stack and start it again (fault tests only)."""
+async def restart_server(kind: str, down_s: float) -> None:
+    """Stop the shared server of `kind` of the local stack and start it again (fault tests only)."""
     from tickwheel.dev import stack
 
+    name = server_of(kind)
     assert stack.stop_server(STACK_DIR, name)
     await asyncio.sleep(down_s)
     await asyncio.to_thread(stack.start_server, STACK_DIR, name)

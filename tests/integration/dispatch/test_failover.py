@@ -39,6 +39,7 @@ from tests.integration.dispatch.test_dispatch_faults import (
 )
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.coordination.zookeeper import ZooKeeper
+from tickwheel.core.acquisition import HANDOVER_GRACE_S
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
@@ -235,6 +236,42 @@ async def test_sigterm_hands_the_shards_over_before_exiting_with_no_gap(
     # gap (31 ms quiet, BENCHMARKS.md), so only the session wait (10 s and ZooKeeper's tick) is excluded here.
     assert p99(lags) < SESSION_TIMEOUT_S + 1.5, sorted(lags)[-10:]
     await wait_owned_by(store, fsettings.shards, 1)
+
+
+async def test_a_dispatcher_killed_and_started_again_takes_its_shards_back_without_sending_the_survivors_runs_again(
+    start_process: Spawn,
+    store: CassandraStore,
+    lanes: LaneReader,
+    fsettings: Settings,
+    producer: KafkaProducer,
+    tmp_path: Path,
+) -> None:
+    """The soak's kill-dispatcher fault: SIGKILL, and the same dispatcher started again. The survivor takes the dead
+    one's shards (re-firing what it may not have sent), then the newcomer joins and half of them move to it while the
+    survivor fires them. The newcomer resumes each from the survivor's mark tagged at the move, minus 5 s: before,
+    it resumed from the survivor's last mark minus 120 s and sent every run of its shards of the last minutes again
+    (a burst of lane messages and refused claims in front of the runs due then: soak run 11's 8-10 s)."""
+    victim, run_ids, start = await two_dispatchers_under_load(start_process, store, fsettings, producer)
+    await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + 6)
+    os.kill(victim.pid, signal.SIGKILL)
+    killed_ms = datetime.now(UTC).timestamp() * 1000
+    await wait_owned_by(store, fsettings.shards, 1, timeout_s=20)
+    joined_s = datetime.now(UTC).timestamp()  # the newcomer registers after this: every run due before has gone out
+    newcomer = start_process("dispatcher")
+    await wait_owned_by(store, fsettings.shards, 2, timeout_s=60)
+    await lanes.wait_for(lambda: run_ids <= {f.run_id for _, f, _ in lanes.fired}, timeout_s=60)
+    await asyncio.sleep(2)
+    await lanes.poll()
+    name = f"{socket.gethostname()}-{newcomer.pid}".encode()
+    grace_ms = (HANDOVER_GRACE_S + 1) * 1000  # the tagged mark is the survivor's watermark at the move, after `joined`
+    again = [f for _, f, h in lanes.fired if h["dispatcher"] == name and f.fire_at_ms < joined_s * 1000 - grace_ms]
+    assert again == [], f"{len(again)} runs the survivor had sent were sent again by the newcomer"
+    # The mechanism: the newcomer's shards came from a live member, whose tagged marks it waited for.
+    assert log_lines(tmp_path, "dispatcher-3", "handed over by a live member")
+    assert any(h["dispatcher"] == name for _, _, h in lanes.fired), "the newcomer fired its shards"
+    # No gap: the survivor fired the moved shards until the newcomer had read them (lags only against the session).
+    lags = await lags_after(lanes, run_ids, set(range(fsettings.shards)), killed_ms)
+    assert p99(lags) < SESSION_TIMEOUT_S, sorted(lags)[-10:]
 
 
 class LosesCreateReplies(ZooKeeper):

@@ -1,10 +1,21 @@
-"""The reads of a take-over: the minutes around now first, the backlog since the checkpoints after, nothing lost."""
+"""The reads of a take-over: the minutes around now first, the backlog since the checkpoints after, nothing lost; where
+a take-over starts a shard, by who wrote its checkpoint."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from tickwheel.core.acquisition import ShardRead, backlog_reads, first_from, first_reads
+from tickwheel.core.acquisition import (
+    HANDOVER_GRACE_S,
+    LEAVING_TAG,
+    Previous,
+    ShardRead,
+    backlog_reads,
+    first_from,
+    first_reads,
+    previous_owner,
+    resume_grace_s,
+)
 
 NOW = datetime(2026, 12, 2, 5, 30, 12, tzinfo=UTC)
 UNTIL = datetime(2026, 12, 2, 5, 32, tzinfo=UTC)  # loadable_until(NOW, 120)
@@ -71,3 +82,21 @@ def test_first_reads_and_backlog_together_cover_what_one_read_from_the_start_cov
 def test_a_horizon_not_reaching_now_gives_no_later_minute() -> None:
     reads = first_reads([5], NOW, at(31), lookback_s=20, per_read=64)
     assert [(r.since, r.until) for r in reads] == [(at(30), at(31)), (at(29, 52), at(30))]
+
+
+def test_a_mark_tagged_by_its_writer_or_written_by_a_live_member_is_a_handover_and_any_other_is_not() -> None:
+    live = {"m-a", "m-b"}
+    assert previous_owner(f"m-gone{LEAVING_TAG}", live, "m-b") is Previous.HANDED_OVER  # a leaver, gone since
+    assert previous_owner(f"m-a{LEAVING_TAG}", live, "m-b") is Previous.HANDED_OVER
+    assert (
+        previous_owner("m-a", live, "m-b") is Previous.LIVE
+    )  # in the assignment being applied: it fires until we take
+    assert previous_owner("m-gone", live, "m-b") is Previous.GONE  # evicted or dead: may have died with runs unsent
+    assert previous_owner("m-b", live, "m-b") is Previous.GONE  # our own old mark: others may have had it since
+    assert previous_owner(None, live, "m-b") is Previous.GONE
+
+
+def test_a_handover_is_resumed_with_seconds_of_grace_and_a_dead_owner_with_minutes() -> None:
+    assert resume_grace_s(Previous.GONE, 120) == 120
+    assert resume_grace_s(Previous.HANDED_OVER, 120) == resume_grace_s(Previous.LIVE, 120) == HANDOVER_GRACE_S
+    assert resume_grace_s(Previous.LIVE, 2) == 2  # never more than the configured grace

@@ -17,11 +17,11 @@ import pytest
 from dispatcher.checkpointer import Checkpointer
 from dispatcher.fire_loop import Firing
 from dispatcher.horizon import Horizon
-from dispatcher.owner import Ownership
-from dispatcher.ownership import LEAVING_TAG, OwnershipChange
+from dispatcher.owner import HANDOVER_MARK_WAIT_S, Ownership
+from dispatcher.ownership import HANDOVER_GRACE_S, LEAVING_TAG, OwnershipChange, plan_ownership
 from dispatcher.preload import SHARDS_PER_READ, key_of
 from dispatcher.shards import Clock, ShardState, ShardTable
-from schemas.messages import DueRun, Lane, topic_names
+from schemas.messages import DueRun, Lane, ShardAssignment, decode_due_run, topic_names
 from tests.factories import job
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.coordination.zookeeper import SessionState
@@ -38,11 +38,12 @@ NOW = datetime(2026, 11, 30, 12, 0, 30, tzinfo=UTC)
 class Parts:
     """The four parts over one table, as `Dispatcher` wires them, at a wall and monotonic clock the test moves."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, member: str = "m", store: MemoryStore | None = None, bus: MemoryBus | None = None) -> None:
         self.settings = Settings()
+        self.member = member
         self.now, self.mono = NOW, 0.0
-        self.store = MemoryStore()
-        self.bus = MemoryBus()
+        self.store = store or MemoryStore()  # two engines over one store and bus: two dispatchers
+        self.bus = bus or MemoryBus()
         k = self.settings.kafka
         self.near = MemoryNearFeed(self.bus, k.topic_prefix, k.near_partitions, self.settings.shards)
         self.clock = Clock(lambda: self.now.timestamp(), lambda: self.mono, self.no_sleep)
@@ -52,7 +53,7 @@ class Parts:
         self.ownership = Ownership(self.settings, self.table, self.store, self.near, self.horizon, self.clock)
         self.tasks: list[asyncio.Task[Any]] = []
         self.firing = Firing(
-            self.settings, self.table, self.store, self.bus, self.ownership, self.clock, self.spawn, name="d"
+            self.settings, self.table, self.store, self.bus, self.ownership, self.clock, self.spawn, name=member
         )
         self.checkpointer = Checkpointer(self.table, self.store, self.ownership, cfg, self.clock)
 
@@ -66,7 +67,7 @@ class Parts:
         return task
 
     async def own(self, *shards: int, epoch: int = 1) -> None:
-        self.ownership.set_member("m")
+        self.ownership.set_member(self.member)
         self.ownership.confirm_alive()
         await self.ownership.apply(OwnershipChange(epoch, frozenset(shards), frozenset(), frozenset()))
 
@@ -327,3 +328,116 @@ async def test_a_lost_session_drops_the_moving_shards_too(parts: Parts) -> None:
     await parts.ownership.apply(OwnershipChange(2, frozenset(), frozenset({2}), frozenset({1})))
     parts.ownership.on_session(SessionState.LOST)
     assert parts.table.owned == {} and parts.ownership.moving == {}
+
+
+# -- A dispatcher that joins (one killed and started again) takes shards from a live member -----------------------
+STEP = timedelta(seconds=2)
+
+
+async def joined(*, tagged: bool) -> tuple[Parts, Parts, list[tuple[uuid.UUID, int]]]:
+    """Survivor `a` has fired shards 1 and 2 for minutes (its last mark on shard 1 is 50 s old: marks move a
+    checkpoint step at a time); newcomer `b` joins and the next assignment moves shard 1 to it. `tagged`: `a` writes
+    its handed-over marks when the move reaches it (else, as if that write had failed, only its old mark is there).
+    Returns both and the rows of shard 1 (run id, due ms), one every 2 s from 170 s ago to a minute ahead."""
+    a = Parts(member="a")
+    b = Parts(member="b", store=a.store, bus=a.bus)
+    _, run = job(NOW)
+    rows = []
+    for i in range(-85, 31):
+        moved = replace(run, shard=1, run_id=uuid.uuid4())
+        await a.store.write_due_row(moved, NOW + i * STEP, 0, RunKind.RUN)
+        rows.append((moved.run_id, epoch_ms(NOW + i * STEP)))
+    await a.store.advance_checkpoints({1: NOW - timedelta(seconds=50), 2: NOW}, 1, "a", NOW)
+    await a.own(1, 2, epoch=1)
+    a.firing.fire_due()  # a has sent everything due so far
+    await a.firing.settle()
+    assignment = ShardAssignment(epoch=2, shards=1024, members={"a": [(2, 3)], "b": [(1, 2)]})
+    a.ownership.offer(assignment)
+    await a.ownership.apply(plan_ownership(frozenset(a.table.owned), assignment, "a"))
+    assert a.ownership.marking is not None
+    await a.ownership.marking
+    if not tagged:  # as if that write had failed (or not landed yet): a's old mark
+        await a.store.advance_checkpoints({1: NOW - timedelta(seconds=50)}, 1, "a", NOW)
+    b.ownership.set_member("b")
+    b.ownership.confirm_alive()
+    b.ownership.offer(assignment)
+    await b.ownership.apply(plan_ownership(frozenset(), assignment, "b"))
+    b.ownership.confirm_alive()  # its liveness loop confirms it every 0.25 s meanwhile
+    b.firing.fire_due()
+    await b.firing.settle()
+    return a, b, rows
+
+
+def sent_by(parts: Parts, name: str) -> list[DueRun]:
+    lane = topic_names(parts.settings.kafka.topic_prefix)["default"]
+    return [
+        decode_due_run(m.value)
+        for m in parts.bus.messages
+        if m.topic == lane and ("dispatcher", name.encode()) in m.headers
+    ]
+
+
+async def test_a_dispatcher_that_joins_does_not_send_again_the_minutes_a_live_member_had_sent() -> None:
+    a, b, rows = await joined(tagged=True)
+    sent_before = {run_id for run_id, due_ms in rows if due_ms <= epoch_ms(NOW)}
+    assert sent_before == {r.run_id for r in sent_by(a, "a")}
+    again = [r for r in sent_by(b, "b") if r.run_id in sent_before]
+    # Before: b resumed from a's 50 s old mark minus 120 s, and sent again every one of the 86 runs a had sent (at
+    # 20 runs/s, thousands in a burst, each a lane message and a worker's refused claim; soak run 11's 8-10 s).
+    # Now: a tags its mark as the move reaches it, b resumes from it minus the handover's 5 s.
+    assert len(again) <= HANDOVER_GRACE_S / STEP.total_seconds() + 1, f"{len(again)} of {len(sent_before)} sent again"
+    assert b.store.checkpoints[1].owner == "a" + LEAVING_TAG
+    assert b.table.owned[1].start == NOW - timedelta(seconds=HANDOVER_GRACE_S)
+    # And no gap: a fires shard 1 until b has checkpointed past the move, then lets it go.
+    for parts in (a, b):
+        parts.now += timedelta(seconds=3)
+        parts.firing.fire_due()
+        await parts.firing.settle()
+    due = {run_id for run_id, due_ms in rows if due_ms <= epoch_ms(NOW + timedelta(seconds=3))}
+    assert due <= {r.run_id for r in sent_by(a, "a") + sent_by(b, "b")}
+    assert 1 in a.table.owned
+    await b.checkpointer.checkpoint(force=True)
+    await a.ownership._drop_taken(await a.store.read_checkpoints({1}))
+    assert 1 not in a.table.owned and b.store.checkpoints[1].owner == "b"
+
+
+async def test_without_the_tagged_mark_a_joining_dispatcher_resumes_a_live_members_mark_with_seconds_of_grace() -> None:
+    _, b, _ = await joined(tagged=False)
+    again = [r for r in sent_by(b, "b") if r.fire_at_ms <= epoch_ms(NOW)]
+    assert len(again) <= (50 + HANDOVER_GRACE_S) / STEP.total_seconds() + 1, f"{len(again)} sent again"
+    assert b.table.owned[1].start == NOW - timedelta(seconds=50 + HANDOVER_GRACE_S)  # not 50 + 120
+    assert b.mono >= HANDOVER_MARK_WAIT_S  # it waited for the tagged mark first (a fired meanwhile)
+
+
+async def test_a_shard_whose_mark_was_written_by_a_member_no_longer_assigned_is_resumed_with_the_full_grace() -> None:
+    b = Parts(member="b")
+    await b.store.advance_checkpoints({1: NOW - timedelta(seconds=50)}, 1, "a", NOW)  # a: evicted, dead
+    b.ownership.offer(ShardAssignment(epoch=2, shards=1024, members={"b": [(1, 2)]}))
+    await b.own(1, epoch=2)
+    grace = b.settings.dispatcher.resume_grace_s
+    assert b.table.owned[1].start == NOW - timedelta(seconds=50 + grace)
+    assert b.mono == 0  # nothing to wait for
+
+
+async def test_a_moved_shard_given_back_before_its_new_owner_took_it_gets_an_untagged_mark_again() -> None:
+    a = Parts(member="a")
+    await a.own(1, 2, epoch=1)
+    await a.checkpointer.checkpoint(force=True)
+    await a.ownership.apply(OwnershipChange(2, frozenset(), frozenset({2}), frozenset({1})))
+    assert a.ownership.marking is not None
+    await a.ownership.marking
+    assert a.store.checkpoints[2].owner == "a" + LEAVING_TAG and a.store.checkpoints[2].owner_epoch == 1
+    await a.ownership.apply(OwnershipChange(3, frozenset(), frozenset(), frozenset({1, 2})))
+    await a.checkpointer.checkpoint()
+    assert a.store.checkpoints[2].owner == "a" and a.store.checkpoints[2].owner_epoch == 3
+
+
+async def test_a_handed_over_mark_that_lands_after_the_new_owners_own_mark_does_not_replace_it() -> None:
+    a = Parts(member="a")
+    await a.own(1, 2, epoch=1)
+    await a.ownership.apply(OwnershipChange(2, frozenset(), frozenset({2}), frozenset({1})))
+    await a.store.advance_checkpoints({2: NOW + timedelta(seconds=1)}, 2, "b", NOW)  # b was quicker
+    assert a.ownership.marking is not None
+    await a.ownership.marking  # written under the epoch `a` owned shard 2 at: refused
+    held = a.store.checkpoints[2]
+    assert (held.owner, held.owner_epoch, held.fired_through) == ("b", 2, NOW + timedelta(seconds=1))
