@@ -62,7 +62,8 @@ def _found(current: Run | None) -> Found:
     """What a refused conditional write on a run found (nothing when the run has no row)."""
     if current is None:
         return Found()
-    return Found(current.status, current.attempt, current.job_version, frozenset(current.reported))
+    changed = current.changed_at is not None
+    return Found(current.status, current.attempt, current.job_version, frozenset(current.reported), changed)
 
 
 def _lease_found(current: Run) -> Found:
@@ -173,10 +174,18 @@ class MemoryStore:
         self._scheduled_history(run, now)
 
     async def claim(
-        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+        self,
+        run: NewRun,
+        expected_attempt: int,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        *,
+        unchanged: bool = False,
     ) -> Transition:
-        """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version`; the
-        lease check row and the RUNNING history row are written first, whatever the claim finds."""
+        """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version` (with
+        `unchanged`, also only while the run is not marked changed); the lease check row and the RUNNING history row
+        are written first, whatever the claim finds."""
         attempt = expected_attempt + 1
         self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         self._history(
@@ -189,6 +198,7 @@ class MemoryStore:
             current.status not in RUNNABLE
             or current.attempt != expected_attempt
             or current.job_version != run.job_version
+            or (unchanged and current.changed_at is not None)
         ):
             return Transition(False, _found(current))
         self.runs[run.run_id] = replace(
@@ -326,6 +336,15 @@ class MemoryStore:
         """A due row at `until` with the same attempt, and the deferral in the attempts."""
         self._due_row(run, until, attempt, RunKind.RUN)
         self._attempt(run.run_id, attempt, "deferred", finished_at=stored(now), outcome="DEFERRED", error=reason)
+
+    async def mark_changed(self, run: NewRun, now: datetime) -> None:
+        """The run marked: a change of its job begins (claims that did not read the job are refused); a run with no
+        row is written CANCELLED and marked."""
+        current = self.runs.get(run.run_id)
+        if current is None:
+            current = replace(self._new_run_row(run, now), status=RunStatus.CANCELLED, finished_at=stored(now))
+        self.runs[run.run_id] = replace(current, changed_at=stored(now))
+        self._keep(run, now)
 
     async def cancel(self, run: NewRun, now: datetime) -> bool:
         """CANCELLED if SCHEDULED or RETRY."""
