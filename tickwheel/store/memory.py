@@ -200,6 +200,9 @@ class MemoryStore:
             or current.job_version != run.job_version
             or (unchanged and current.changed_at is not None)
         ):
+            if current.status is RunStatus.CANCELLED:  # its history row back over the refused claim's RUNNING row
+                at_us = min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * attempt + 1
+                self._history(run, RunStatus.CANCELLED, current.attempt, now, at_us)
             return Transition(False, _found(current))
         self.runs[run.run_id] = replace(
             current, status=RunStatus.RUNNING, attempt=attempt, lease_until=stored(lease_until), worker=worker,

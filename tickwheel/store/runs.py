@@ -263,7 +263,8 @@ async def claim(
     Its lease check row (and its RUNNING history row, see `running_history_row`) are written first: if the claim
     applies and the worker dies, that row finds the run (written in one unlogged batch with the other claims' rows
     of the same event-loop round, store.rounds; acknowledged before the LWT is sent). When the claim does not
-    apply, `current` holds the run's status, attempt and job_version (all None: no such run)."""
+    apply, `current` holds the run's status, attempt and job_version (all None: no such run); a run found CANCELLED
+    gets its history row back over the refused claim's RUNNING row (`cancelled_again_row`)."""
     await store.round_batch(
         [
             bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
@@ -283,7 +284,19 @@ async def claim(
             run.job_version,
         ],
     )
-    return Transition(applied, found_of(current))
+    found = found_of(current)
+    if not applied and found.status is RunStatus.CANCELLED:
+        await store.execute(*cancelled_again_row(run, expected_attempt + 1, found.attempt or 0, now))
+    return Transition(applied, found)
+
+
+def cancelled_again_row(run: NewRun, claimed: int, attempt: int, now: datetime) -> tuple[str, list[Any]]:
+    """The CANCELLED history row a claim refused by a cancelled run writes back over its own RUNNING row, one
+    microsecond after it (`running_history_row`): a cancel written before the occurrence (a pause before the run was
+    due, whose due row still fires) is older than that RUNNING row. No later: a row written since (a revive) stays."""
+    write_time_us = min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * claimed + 1
+    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, RunStatus.CANCELLED.value, attempt, now]
+    return UPSERT_HISTORY + " USING TTL ? AND TIMESTAMP ?", [*params, kept_s(run, now), write_time_us]
 
 
 async def mark_changed(store: CassandraStore, run: NewRun, now: datetime) -> None:

@@ -386,6 +386,18 @@ async def test_the_previous_status_of_a_job_is_its_latest_earlier_run(ports: Bot
     assert await ports.previous_status(made.job_id, first.scheduled_at + timedelta(minutes=1)) == "DEAD"
 
 
+async def test_a_claim_refused_by_a_run_cancelled_before_its_occurrence_leaves_it_cancelled_in_history(
+    ports: Both,
+) -> None:
+    made, run = job(soon(-120))
+    now = datetime.now(UTC)
+    await ports.create_job(made, run, now - timedelta(minutes=5))
+    assert await ports.cancel(run, now - timedelta(minutes=4))  # a pause before the run was due
+    refused = await ports.claim(run, 0, "w", now + timedelta(seconds=30), now)  # its due row fired anyway
+    assert not refused.applied and refused.found.status is RunStatus.CANCELLED
+    assert await ports.previous_status(made.job_id, run.scheduled_at + timedelta(minutes=1)) == "CANCELLED"
+
+
 async def test_what_the_coordinator_reads_the_highest_epoch_and_the_rows_due_per_minute(ports: Both) -> None:
     shard = random.randrange(100_000, 2**31 - 1)
     epoch = await ports.highest_epoch() + 1

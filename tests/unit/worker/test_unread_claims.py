@@ -126,6 +126,8 @@ async def test_a_paused_once_job_is_not_called_from_a_row_fired_before_the_pause
     assert (await store.reschedule(created, pause, None, NOW, retention_s=60))[0]
     await made.handler().handle(due)
     assert made.status(run) == (RunStatus.CANCELLED, 0) and made.target.calls == 0
+    # the refused claim's RUNNING history row (written before its condition) does not hide the pause's cancel
+    assert [h.entry.status for h in store.history[run.job_id].values()] == [RunStatus.CANCELLED]
 
 
 class CancelFails(Counted):
