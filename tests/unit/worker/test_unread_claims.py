@@ -21,7 +21,7 @@ from tests.unit.worker.test_pipeline_decisions import NOW, TENANT, Scene, Target
 from tickwheel.errors import Unavailable
 from tickwheel.store import runs
 from tickwheel.store.buckets import due_run_for
-from tickwheel.store.jobs import occurrence_run
+from tickwheel.store.jobs import CARRIED_DEFINITION_BYTES, occurrence_run
 from tickwheel.store.memory_api import MemoryApiStore
 from tickwheel.store.records import JobChange, JobHead, JobState, NewRun, RunKind, RunStatus, Tenant, Transition
 from worker.targets import CallResult
@@ -116,6 +116,17 @@ async def test_only_a_once_jobs_first_attempt_carries_its_definition() -> None:
         statement, _ = runs.bucket_row(other, fire_at=later, attempt=attempt, kind=kind)
         assert statement == runs.INSERT_BUCKET
         assert due_run_for(other, attempt=attempt, kind=kind.value, fire_at=later).definition is None
+
+
+async def test_a_large_definition_is_not_carried_and_its_run_reads_the_job() -> None:
+    made, store = scene()
+    large = msgspec.structs.replace(ONCE, payload='"' + "x" * CARRIED_DEFINITION_BYTES + '"')
+    created, run = job(NOW, tenant_id=TENANT, job_definition=large)
+    assert run.definition is None
+    await store.create_job(created, run, NOW)
+    store.calls.clear()
+    await made.handler().handle(fired(store, run))
+    assert made.target.calls == 1 and store.calls["read_state"] == 1
 
 
 async def test_a_paused_once_job_is_not_called_from_a_row_fired_before_the_pause() -> None:
