@@ -58,11 +58,12 @@ def stored(at: datetime) -> datetime:
     return whole_ms(at.astimezone(UTC))
 
 
-def _found(current: Run | None) -> Found:
-    """What a refused conditional write on a run found (nothing when the run has no row)."""
+def _found(current: Run | None, *, changed_at: bool = False) -> Found:
+    """What a refused conditional write on a run found (nothing when the run has no row); whether it is marked
+    changed only when the write's condition reads `changed_at` (Cassandra returns the condition's columns)."""
     if current is None:
         return Found()
-    changed = current.changed_at is not None
+    changed = changed_at and current.changed_at is not None
     return Found(current.status, current.attempt, current.job_version, frozenset(current.reported), changed)
 
 
@@ -203,7 +204,7 @@ class MemoryStore:
             if current.status is RunStatus.CANCELLED:  # its history row back over the refused claim's RUNNING row
                 at_us = min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * attempt + 1
                 self._history(run, RunStatus.CANCELLED, current.attempt, now, at_us)
-            return Transition(False, _found(current))
+            return Transition(False, _found(current, changed_at=unchanged))
         self.runs[run.run_id] = replace(
             current, status=RunStatus.RUNNING, attempt=attempt, lease_until=stored(lease_until), worker=worker,
             started_at=stored(now),

@@ -142,6 +142,8 @@ async def test_a_once_runs_due_row_carries_its_definition_and_a_mark_refuses_a_c
     await ports.mark_changed(run, now)
     refused = await ports.claim(run, 0, "w", lease_until, now, unchanged=True)
     assert not refused.applied and refused.found == Found(RunStatus.SCHEDULED, 0, 1, changed=True)
+    newer = await ports.claim(dataclasses.replace(run, job_version=2), 0, "w", lease_until, now)
+    assert not newer.applied and newer.found == Found(RunStatus.SCHEDULED, 0, 1)  # changed_at not in its condition
     assert (await ports.claim(run, 0, "w", lease_until, now)).applied  # a claim after a read of the job
     lease_checks = await ports.read_range(run.shard, minute(lease_until), minute(lease_until, 1))
     assert all(r.definition is None for r in lease_checks if r.run_id == run.run_id)
