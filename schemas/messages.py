@@ -140,6 +140,9 @@ class DueRun(Base, frozen=True):
     fired_at_ms: int = 0
     recurring: bool | None = None  # None: written before the flag existed (firing reads the job to know)
     missed_reason: str | None = None  # kind "missed": why the reconciler did not repair it (core.reconcile.Verdict)
+    definition: str | None = None
+    """The job's definition (encoded JobDefinition) at `job_version`: only a once job's first attempt carries it, so
+    its worker claims without reading the job (None: the worker reads the job)."""
 
 
 class OwnerAlert(Base, frozen=True):

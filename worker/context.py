@@ -23,6 +23,9 @@ class RunContext:
     run: NewRun
     definition: JobDefinition
     tenant: Tenant
+    unread: bool = False
+    """The job was not read: its definition and version came with the due row (a once job's first attempt), so the
+    claim also asks that no change of the job has begun since (`runs.claim(unchanged=True)`)."""
 
     @property
     def log(self) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """One fired run, from the lane message to its recorded outcome: load, admit, claim, call, record.
 
     load    the run and its job; drop re-fired duplicates (final, or not at the expected attempt) and cancel runs
-            whose job was paused, deleted or changed since the run was made
+            whose job was paused, deleted or changed since the run was made. A once job's first attempt reads no
+            job: its due row carries the definition, and its claim is refused if a change of the job has begun
+            since the run was made (then the run starts again from a read of the job)
     admit   flow control in Redis (breaker, tenant and target caps, token bucket); refused -> deferred, no attempt
     claim   fenced conditional write (runnable at the expected attempt -> RUNNING, attempt + 1, lease)
     call    signed HTTP (egress policy) or Kafka
@@ -20,13 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import enum
 import logging
 import random
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
-from schemas.messages import DueRun, HttpTarget, RunKind, decode_report
+import msgspec
+
+from schemas.messages import DueRun, HttpTarget, JobDefinition, RunKind, decode_definition, decode_report
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
 from tickwheel.core.instants import epoch_ms
@@ -59,6 +64,29 @@ Clock = Callable[[], datetime]
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+class Claimed(enum.Enum):
+    """How a claim ended."""
+
+    WON = "won"
+    """RUNNING at the next attempt: call."""
+    DROPPED = "dropped"
+    """Not this message's to run (a duplicate, an attempt that lost, a run of a changed job cancelled)."""
+    CHANGED = "changed"
+    """A claim made without reading the job found a change of it begun since the run was made: read it, again."""
+
+
+def carried_definition(due: DueRun) -> JobDefinition | None:
+    """The job's definition a once job's first attempt carries (`runs.carries_definition`), or None: the worker then
+    reads the job (a row that does not decode is read for too)."""
+    if due.definition is None or due.kind != "run" or due.attempt != 0:
+        return None
+    try:
+        return decode_definition(due.definition)
+    except msgspec.DecodeError:
+        log.warning("a due row's definition does not decode; reading the job", extra={"run_id": str(due.run_id)})
+        return None
 
 
 class RunHandler:
@@ -120,17 +148,19 @@ class RunHandler:
         finally:
             self.in_hand.discard(key)
 
-    async def _run(self, due: DueRun) -> None:
-        ctx = await self.load(due)
+    async def _run(self, due: DueRun, *, read_job: bool = False) -> None:
+        ctx = await self.load(due, read_job=read_job)
         if ctx is None:
             return
         permit = await self.admit(ctx)
         if permit is None:
             return
         failed: bool | None = None
+        claimed = Claimed.DROPPED
         try:
             started = self.clock()
-            if not await self.claim(ctx, started):
+            claimed = await self.claim(ctx, started)
+            if claimed is not Claimed.WON:
                 return
             result = await self.call(ctx, attempt=due.attempt + 1)
             held = answers_later(result, ctx.definition)
@@ -142,6 +172,8 @@ class RunHandler:
         finally:
             if self.limits is not None and isinstance(permit, Permit):
                 await asyncio.shield(self.limits.release(permit, failed, epoch_ms(self.clock())))
+            if claimed is Claimed.CHANGED:  # the permit was for the run as fired: admitted again as the job is now
+                await self._run(due, read_job=True)
         if held:
             await self.hold(ctx, due.attempt + 1, started)
         else:
@@ -166,11 +198,18 @@ class RunHandler:
         if self.announcer is not None and not self.announcer.rescan_finds(held_until, now):
             self.announce(ctx.run, attempt, "lease_check", held_until, now)
 
-    async def load(self, due: DueRun) -> RunContext | None:
+    async def load(self, due: DueRun, *, read_job: bool = False) -> RunContext | None:
         """The run's context, or None when its job is gone, paused or deleted (the run is then cancelled).
 
         The run row is not read: the claim's conditions (runnable, at the expected attempt, made for the job's
-        current version) decide, and a claim that does not apply says why (`claim`)."""
+        current version) decide, and a claim that does not apply says why (`claim`). Nor is the job, for a once
+        job's first attempt (unless `read_job`): its definition and version came with its due row, and its claim
+        asks that no change of the job has begun since the run was made (`Claimed.CHANGED` otherwise)."""
+        definition = None if read_job else carried_definition(due)
+        if definition is not None:
+            tenant = await self.tenants.get(due.tenant_id)
+            run = dataclasses.replace(buckets.run_of_due(due), retention_s=self.run_retention_s(tenant))
+            return RunContext(due, run, definition, tenant, unread=True)
         job = await self.store.read_state(due.job_id)
         tenant = await self.tenants.get(due.tenant_id)
         run = dataclasses.replace(buckets.run_of_due(due), retention_s=self.run_retention_s(tenant))
@@ -234,32 +273,42 @@ class RunHandler:
 
     async def give_up_deferred(self, ctx: RunContext, denied: Denied, dead_reason: str, now: datetime) -> None:
         """A run flow control kept back past its max age: claimed (fenced, like any attempt) and recorded DEAD
-        with the reason, then dead-lettered and alerted through the ordinary path."""
-        if not await self.claim(ctx, now):
+        with the reason, then dead-lettered and alerted through the ordinary path (a changed job: from its read)."""
+        claimed = await self.claim(ctx, now)
+        if claimed is Claimed.CHANGED:
+            await self._run(ctx.due, read_job=True)
+        if claimed is not Claimed.WON:
             return
         result = CallResult(now.timestamp(), now.timestamp(), error="deferred", detail=denied.reason)
         record = AttemptResult(RunStatus.DEAD, error=f"deferred: {denied.reason}; {dead_reason}")
         verdict = Verdict(Outcome.RETRY, RetryDecision(dead_reason=dead_reason), record)
         await self.record(ctx, ctx.due.attempt + 1, result, verdict, now)
 
-    async def claim(self, ctx: RunContext, now: datetime) -> bool:
+    async def claim(self, ctx: RunContext, now: datetime) -> Claimed:
         """Fenced claim; a run made for an older version of its job is cancelled, a duplicate (final, running or
-        re-fired) is dropped."""
+        re-fired) is dropped. A claim made without reading the job that finds its job changed since the run was made
+        (marked, or at another version) is `Claimed.CHANGED`: the run is read for again, not cancelled."""
         lease_until = now + timedelta(seconds=ctx.lease_s(self.settings.worker))
-        transition = await self.store.claim(ctx.run, ctx.due.attempt, self.worker_id, lease_until, now)
+        transition = await self.store.claim(
+            ctx.run, ctx.due.attempt, self.worker_id, lease_until, now, unchanged=ctx.unread
+        )
         if transition.applied:
             metrics.child(metrics.claims, "won").inc()
             if self.announcer is not None and not self.announcer.rescan_finds(lease_until, now):
                 self.announce(ctx.run, ctx.due.attempt + 1, "lease_check", lease_until, now)
-            return True
+            return Claimed.WON
         found = transition.found
+        changed = found.changed or found.job_version != ctx.run.job_version
+        if ctx.unread and changed and found.status in RUNNABLE and found.attempt == ctx.due.attempt:
+            metrics.claims.labels("reread").inc()
+            return Claimed.CHANGED
         if found.status in RUNNABLE and found.job_version != ctx.run.job_version:
             await self.cancel(ctx.run, f"changed (version {ctx.run.job_version}, run made at {found.job_version})")
-            return False
+            return Claimed.DROPPED
         metrics.claims.labels("skipped" if found.attempt != ctx.due.attempt else "lost").inc()
         if log.isEnabledFor(logging.DEBUG):
             log.debug("run not claimed at attempt %s: %s", ctx.due.attempt, found.status, extra=ctx.log)
-        return False
+        return Claimed.DROPPED
 
     async def call(self, ctx: RunContext, attempt: int) -> CallResult:
         lane = ctx.due.lane

@@ -14,18 +14,18 @@ from tickwheel import metrics
 from tickwheel.core.instants import epoch_ms, from_epoch_ms, whole_ms
 from tickwheel.errors import Unavailable
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.records import NewRun, Row
+from tickwheel.store.records import NewRun, Row, carries_definition
 from tickwheel.store.times import bound, read_at
 
 MINUTE = timedelta(minutes=1)
 SELECT_RANGE = (
     "SELECT fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms,"
-    " recurring"
+    " recurring, definition"
     " FROM runs_by_bucket WHERE bucket = ? AND shard = ? AND fire_at >= ? AND fire_at < ?"
 )
 SELECT_SHARDS = (
     "SELECT shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms,"
-    " recurring"
+    " recurring, definition"
     " FROM runs_by_bucket WHERE bucket = ? AND shard IN ? AND fire_at >= ? AND fire_at < ?"
 )
 COUNT_SHARDS = "SELECT COUNT(*) AS n FROM runs_by_bucket WHERE bucket = ? AND shard IN ?"
@@ -46,11 +46,13 @@ def due_run_of(row: Row, shard: int) -> DueRun:
         fire_at_ms=epoch_ms(read_at(row["fire_at"])),
         tolerance_ms=row["tolerance_ms"] or 0,
         recurring=row.get("recurring"),
+        definition=row.get("definition"),
     )
 
 
 def due_run_for(run: NewRun, *, attempt: int = 0, kind: RunKind = "run", fire_at: datetime | None = None) -> DueRun:
-    """The message the bucket row of (run, attempt, kind) at `fire_at` (default: the run's) fires as."""
+    """The message the bucket row of (run, attempt, kind) at `fire_at` (default: the run's) fires as (with the job's
+    definition when the row carries it: `runs.carries_definition`)."""
     fire_at = fire_at or run.fire_at
     return DueRun(
         run_id=run.run_id,
@@ -65,6 +67,7 @@ def due_run_for(run: NewRun, *, attempt: int = 0, kind: RunKind = "run", fire_at
         fire_at_ms=epoch_ms(whole_ms(fire_at)),
         tolerance_ms=run.tolerance_ms,
         recurring=run.recurring,
+        definition=run.definition if carries_definition(run, attempt, kind) else None,
     )
 
 

@@ -34,6 +34,20 @@ from tickwheel.store.times import bound, epoch_us
 log = logging.getLogger(__name__)
 
 
+CARRIED_DEFINITION_BYTES = 4096
+"""The largest definition (encoded) a once job's due row and fired message carry: the dispatchers hold their
+loaded minutes' rows in memory and send each on a lane, so a larger one (a payload of up to 256 KiB) is read by the
+worker from the job instead (`runs.carries_definition`)."""
+
+
+def carried(definition: JobDefinition) -> str | None:
+    """The definition a once job's run carries (None: a recurring job's, or one above CARRIED_DEFINITION_BYTES)."""
+    if recurs(definition):
+        return None
+    text = encode(definition).decode()
+    return text if len(text) <= CARRIED_DEFINITION_BYTES else None
+
+
 def occurrence_run(
     job_id: uuid.UUID,
     tenant_id: str,
@@ -48,7 +62,8 @@ def occurrence_run(
 ) -> NewRun:
     """The run of a job's occurrence `scheduled_at` for the job at `version` (its deterministic id unless given),
     kept `retention_s` past its due time (its tenant's run retention): the one place a run is made, in UTC and
-    whole milliseconds (what the store keeps and run ids are made of)."""
+    whole milliseconds (what the store keeps and run ids are made of). A once job's run carries the definition
+    (its first attempt's due row does: `runs.carries_definition`), up to CARRIED_DEFINITION_BYTES."""
     at = whole_ms(scheduled_at.astimezone(UTC))
     return NewRun(
         run_id=run_id or run_id_for(job_id, at),
@@ -61,6 +76,7 @@ def occurrence_run(
         fire_at=at if fire_at is None else whole_ms(fire_at.astimezone(UTC)),
         tolerance_ms=tolerance_ms_of(definition),
         recurring=recurs(definition),
+        definition=carried(definition),
         retention_s=retention_s,
     )
 
@@ -147,6 +163,7 @@ def at_write_time(row: tuple[str, Sequence[Any]], write_time_us: int) -> tuple[s
 KEYED_RUN = timed(runs.INSERT_RUN.replace(" IF NOT EXISTS", ""))
 KEYED_RUN_WITH_ORIGIN = timed(runs.INSERT_RUN_WITH_ORIGIN.replace(" IF NOT EXISTS", ""))
 KEYED_BUCKET = timed(runs.INSERT_BUCKET)
+KEYED_BUCKET_DEFINED = timed(runs.INSERT_BUCKET_DEFINED)
 KEYED_FAR = timed(runs.INSERT_FAR)
 KEYED_CHANGE = timed(audit.INSERT_CHANGE)
 
@@ -356,7 +373,15 @@ async def reschedule(
     touches the runs. The old run is cancelled unless it is the same occurrence, which then moves to the new
     version. If the process dies in between, the job names a run that is missing and the sweeper repairs it.
     Written once against the port, so the in-memory twin runs this same decision.
+
+    A once job's scheduled run is marked first (`runs.mark_changed`; written CANCELLED if it has no row yet), before
+    the job's conditional write: its worker claims it without reading the job, and the mark is what makes that
+    claim read the job instead. Whatever fails after the mark, the run is only read for (the job's row decides, as
+    for any run); a change refused by the version check leaves a mark that costs the run that read.
     """
+    if job.next_run_id is not None and job.next_run_at is not None and not recurs(job.definition):
+        marked = run_of(job, job.next_run_at, run_id=job.next_run_id, retention_s=retention_s)
+        await store.mark_changed(marked, now)
     applied, found = await store.update_job(job, change, now)
     if not applied:
         return False, found

@@ -58,11 +58,13 @@ def stored(at: datetime) -> datetime:
     return whole_ms(at.astimezone(UTC))
 
 
-def _found(current: Run | None) -> Found:
-    """What a refused conditional write on a run found (nothing when the run has no row)."""
+def _found(current: Run | None, *, changed_at: bool = False) -> Found:
+    """What a refused conditional write on a run found (nothing when the run has no row); whether it is marked
+    changed only when the write's condition reads `changed_at` (Cassandra returns the condition's columns)."""
     if current is None:
         return Found()
-    return Found(current.status, current.attempt, current.job_version, frozenset(current.reported))
+    changed = changed_at and current.changed_at is not None
+    return Found(current.status, current.attempt, current.job_version, frozenset(current.reported), changed)
 
 
 def _lease_found(current: Run) -> Found:
@@ -173,10 +175,18 @@ class MemoryStore:
         self._scheduled_history(run, now)
 
     async def claim(
-        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+        self,
+        run: NewRun,
+        expected_attempt: int,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        *,
+        unchanged: bool = False,
     ) -> Transition:
-        """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version`; the
-        lease check row and the RUNNING history row are written first, whatever the claim finds."""
+        """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version` (with
+        `unchanged`, also only while the run is not marked changed); the lease check row and the RUNNING history row
+        are written first, whatever the claim finds."""
         attempt = expected_attempt + 1
         self._due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         self._history(
@@ -189,8 +199,12 @@ class MemoryStore:
             current.status not in RUNNABLE
             or current.attempt != expected_attempt
             or current.job_version != run.job_version
+            or (unchanged and current.changed_at is not None)
         ):
-            return Transition(False, _found(current))
+            if current.status is RunStatus.CANCELLED:  # its history row back over the refused claim's RUNNING row
+                at_us = min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * attempt + 1
+                self._history(run, RunStatus.CANCELLED, current.attempt, now, at_us)
+            return Transition(False, _found(current, changed_at=unchanged))
         self.runs[run.run_id] = replace(
             current, status=RunStatus.RUNNING, attempt=attempt, lease_until=stored(lease_until), worker=worker,
             started_at=stored(now),
@@ -326,6 +340,15 @@ class MemoryStore:
         """A due row at `until` with the same attempt, and the deferral in the attempts."""
         self._due_row(run, until, attempt, RunKind.RUN)
         self._attempt(run.run_id, attempt, "deferred", finished_at=stored(now), outcome="DEFERRED", error=reason)
+
+    async def mark_changed(self, run: NewRun, now: datetime) -> None:
+        """The run marked: a change of its job begins (claims that did not read the job are refused); a run with no
+        row is written CANCELLED and marked."""
+        current = self.runs.get(run.run_id)
+        if current is None:
+            current = replace(self._new_run_row(run, now), status=RunStatus.CANCELLED, finished_at=stored(now))
+        self.runs[run.run_id] = replace(current, changed_at=stored(now))
+        self._keep(run, now)
 
     async def cancel(self, run: NewRun, now: datetime) -> bool:
         """CANCELLED if SCHEDULED or RETRY."""

@@ -60,9 +60,17 @@ class RunStore(Protocol):
         ...
 
     async def claim(
-        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+        self,
+        run: NewRun,
+        expected_attempt: int,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        *,
+        unchanged: bool = False,
     ) -> Transition:
-        """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version`."""
+        """RUNNING at expected_attempt + 1 if runnable at `expected_attempt` and made for `run.job_version` (with
+        `unchanged`, also only while no change of its job has begun since: `found.changed` when refused for it)."""
         ...
 
     async def finish(
@@ -325,6 +333,11 @@ class ReschedulingStore(Protocol):
 
     async def get_run(self, run_id: uuid.UUID) -> Run | None:
         """The run, or None when it has no row."""
+        ...
+
+    async def mark_changed(self, run: NewRun, now: datetime) -> None:
+        """Note on the run that a change of its job begins (before the job's write): claims then read the job (a run
+        with no row yet is written CANCELLED and marked)."""
         ...
 
     async def create_run(self, run: NewRun, now: datetime) -> bool:

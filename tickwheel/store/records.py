@@ -78,9 +78,20 @@ class NewRun:
     """Whether the job recurs (its first fire chains the next run); None when not known (read the job)."""
     origin: str | None = None  # None: an occurrence of the schedule; 'trigger' or 'backfill': made on request
     forced: bool = False  # a triggered run that may run while its job is paused
+    definition: str | None = None
+    """The job's definition (encoded) at `job_version` for a once job's occurrence: its first attempt's due row
+    carries it, and its worker claims without reading the job (`runs.bucket_row`); None otherwise."""
     retention_s: int = RUN_RETENTION_S
     """How long the run's rows outlive their due time: its tenant's run retention, resolved by the writer
     (`tickwheel.core.retention.retention_s`); every write of the run's rows carries it (`core.horizon`)."""
+
+
+def carries_definition(run: NewRun, attempt: int, kind: str) -> bool:
+    """Whether the due row of (run, attempt, kind) carries the job's definition: only a once job's occurrence at its
+    first attempt, which is its job's one scheduled run (a once job never chains) and so the run every change of the
+    job marks before its own conditional write (`mark_changed`). A run made on request (trigger, backfill), a retry,
+    a lease check and a recurring job's run are not marked by a change: their worker reads the job."""
+    return run.definition is not None and attempt == 0 and kind == RunKind.RUN and run.origin is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,6 +120,7 @@ class Run:
     forced: bool = False
     created_at: datetime | None = None
     reported: Mapping[int, str] = field(default_factory=dict)  # attempt -> encoded CompletionReport (async runs)
+    changed_at: datetime | None = None  # when a change of its job began (`runs.mark_changed`): claims read the job
 
     def report(self, attempt: int) -> str | None:
         """What the target reported for `attempt` of an asynchronous run (an encoded CompletionReport), if
@@ -156,6 +168,7 @@ def run_of(row: Row) -> Run:
         forced=bool(row.get("forced")),
         created_at=aware(row["created_at"]),
         reported=dict(row.get("reported") or {}),
+        changed_at=aware(row.get("changed_at")),
     )
 
 
@@ -178,13 +191,15 @@ class Found:
     attempt: int | None = None
     job_version: int | None = None
     reported: frozenset[int] = frozenset()  # the attempts that have reported (an asynchronous run)
+    changed: bool = False  # a change of its job began since the run was made (`changed_at` set)
 
 
 def found_of(row: Row) -> Found:
     """The columns a refused LWT returned."""
     status = row.get("status")
     reported = frozenset(row.get("reported") or ())
-    return Found(RunStatus(status) if status else None, row.get("attempt"), row.get("job_version"), reported)
+    changed = row.get("changed_at") is not None
+    return Found(RunStatus(status) if status else None, row.get("attempt"), row.get("job_version"), reported, changed)
 
 
 @dataclass(frozen=True, slots=True)

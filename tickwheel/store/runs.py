@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -33,7 +34,7 @@ from tickwheel.errors import TickwheelError
 from tickwheel.store.cassandra import CassandraStore, Row
 from tickwheel.store.records import FINAL as FINAL
 from tickwheel.store.records import RUNNABLE as RUNNABLE
-from tickwheel.store.records import Attempt, Found, Run, attempt_of, found_of, run_of
+from tickwheel.store.records import Attempt, Found, Run, attempt_of, carries_definition, found_of, run_of
 from tickwheel.store.records import AttemptResult as AttemptResult
 from tickwheel.store.records import DueState as DueState
 from tickwheel.store.records import NewRun as NewRun
@@ -56,6 +57,11 @@ INSERT_BUCKET = (
     "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
     " job_version, scheduled_at, tolerance_ms, recurring) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# A once job's first attempt: its due row carries the job's definition at `job_version` (`carries_definition`).
+INSERT_BUCKET_DEFINED = (
+    "INSERT INTO runs_by_bucket (bucket, shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane,"
+    " job_version, scheduled_at, tolerance_ms, recurring, definition) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
 UPSERT_HISTORY = (
     "INSERT INTO runs_by_job (job_id, scheduled_at, run_id, status, attempt, updated_at) VALUES (?, ?, ?, ?, ?, ?)"
 )
@@ -75,8 +81,12 @@ INSERT_FAR = (
 
 
 def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -> tuple[str, list[Any]]:
-    """The `runs_by_bucket` insert that makes the dispatcher fire `run` at `fire_at`."""
+    """The `runs_by_bucket` insert that makes the dispatcher fire `run` at `fire_at` (with the job's definition
+    when `carries_definition`)."""
     fire_at = whole_ms(fire_at)
+    if carries_definition(run, attempt, kind):
+        _, params = bucket_row(replace(run, definition=None), fire_at=fire_at, attempt=attempt, kind=kind)
+        return INSERT_BUCKET_DEFINED, [*params, run.definition]
     return INSERT_BUCKET, [
         minute_bucket(fire_at),
         run.shard,
@@ -224,7 +234,16 @@ INSERT_CALL_ATTEMPT = (
     "INSERT INTO run_attempts (run_id, attempt, seq, kind, worker, started_at, finished_at, outcome,"
     " response_code, error, response_excerpt) VALUES (?, ?, now(), 'call', ?, ?, ?, ?, ?, ?, ?) USING TTL ?"
 )
+# A claim sent without reading the job (the job's version from the due row): it also needs no change of the job to
+# have begun since the run was made (`mark_changed`); refused, it returns `changed_at` too.
+CLAIM_UNCHANGED = CLAIM + " AND changed_at = null"
 LEASE_STATE = "SELECT status, attempt, lease_until, reported FROM runs WHERE run_id = ?"
+MARK_CHANGED = "UPDATE runs USING TTL ? SET changed_at = ? WHERE run_id = ?"
+INSERT_MARKED_CANCELLED = (
+    "INSERT INTO runs (run_id, job_id, tenant_id, job_version, shard, lane, scheduled_at, due_at, status, attempt,"
+    " redrive_count, created_at, finished_at, changed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'CANCELLED', 0, 0, ?, ?, ?)"
+    " IF NOT EXISTS USING TTL ?"
+)
 
 
 async def claim(
@@ -234,13 +253,18 @@ async def claim(
     worker: str,
     lease_until: datetime,
     now: datetime,
+    *,
+    unchanged: bool = False,
 ) -> Transition:
-    """RUNNING at attempt + 1 if the run is runnable at `expected_attempt` and made for `run.job_version`.
+    """RUNNING at attempt + 1 if the run is runnable at `expected_attempt` and made for `run.job_version`; with
+    `unchanged` (a claim whose worker did not read the job), also only if no change of its job has begun since the
+    run was made (`mark_changed`; refused, `found.changed` says so).
 
     Its lease check row (and its RUNNING history row, see `running_history_row`) are written first: if the claim
     applies and the worker dies, that row finds the run (written in one unlogged batch with the other claims' rows
     of the same event-loop round, store.rounds; acknowledged before the LWT is sent). When the claim does not
-    apply, `current` holds the run's status, attempt and job_version (all None: no such run)."""
+    apply, `current` holds the run's status, attempt and job_version (all None: no such run); a run found CANCELLED
+    gets its history row back over the refused claim's RUNNING row (`cancelled_again_row`)."""
     await store.round_batch(
         [
             bucket_row(run, fire_at=lease_until, attempt=expected_attempt + 1, kind=RunKind.LEASE_CHECK),
@@ -248,7 +272,7 @@ async def claim(
         ]
     )
     applied, current = await store.applied(
-        CLAIM,
+        CLAIM_UNCHANGED if unchanged else CLAIM,
         [
             kept_s(run, now, lease_until),
             expected_attempt + 1,
@@ -260,7 +284,41 @@ async def claim(
             run.job_version,
         ],
     )
-    return Transition(applied, found_of(current))
+    found = found_of(current)
+    if not applied and found.status is RunStatus.CANCELLED:
+        await store.execute(*cancelled_again_row(run, expected_attempt + 1, found.attempt or 0, now))
+    return Transition(applied, found)
+
+
+def cancelled_again_row(run: NewRun, claimed: int, attempt: int, now: datetime) -> tuple[str, list[Any]]:
+    """The CANCELLED history row a claim refused by a cancelled run writes back over its own RUNNING row, one
+    microsecond after it (`running_history_row`): a cancel written before the occurrence (a pause before the run was
+    due, whose due row still fires) is older than that RUNNING row. No later: a row written since (a revive) stays."""
+    write_time_us = min(epoch_us(run.scheduled_at), epoch_us(now)) + 2 * claimed + 1
+    params = [run.job_id, whole_ms(run.scheduled_at), run.run_id, RunStatus.CANCELLED.value, attempt, now]
+    return UPSERT_HISTORY + " USING TTL ? AND TIMESTAMP ?", [*params, kept_s(run, now), write_time_us]
+
+
+async def mark_changed(store: CassandraStore, run: NewRun, now: datetime) -> None:
+    """Before a change of a once job (edit, pause, delete) writes the job: mark its scheduled run, so a worker that did
+    not read the job cannot claim it (`claim(unchanged=True)` is refused, and the worker reads the job). A plain
+    write, acknowledged at QUORUM before the job's conditional write is sent: every claim whose Paxos read comes after
+    it sees it; a claim before it was made before the change began. Nothing clears it (a run its change retargets or
+    revives is then claimed after a read of the job).
+
+    A run with no row yet (its create's rows may still land: a logged batch that timed out is replayed by the
+    batchlog, a concurrent change's run is written after its job) is written CANCELLED and marked, if still absent
+    (IF NOT EXISTS): rows landing later are older than it and cannot schedule it again (only a revive can)."""
+    found = await get_run(store, run.run_id)
+    if found is None:
+        applied, _ = await store.applied(
+            INSERT_MARKED_CANCELLED,
+            [run.run_id, run.job_id, run.tenant_id, run.job_version, run.shard, run.lane, whole_ms(run.scheduled_at),
+             whole_ms(run.fire_at), now, now, now, kept_s(run, now)],
+        )  # fmt: skip
+        if applied:
+            return
+    await store.execute(MARK_CHANGED, [kept_s(run, now), now, run.run_id])
 
 
 async def lease_lapsed(store: CassandraStore, run_id: uuid.UUID, attempt: int, now: datetime) -> bool:

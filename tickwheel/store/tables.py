@@ -75,10 +75,17 @@ class CassandraTables(SharedDecisions):
         await runs.write_new_run(self.cql, run, now)
 
     async def claim(
-        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+        self,
+        run: NewRun,
+        expected_attempt: int,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        *,
+        unchanged: bool = False,
     ) -> Transition:
         """`runs.claim`."""
-        return await runs.claim(self.cql, run, expected_attempt, worker, lease_until, now)
+        return await runs.claim(self.cql, run, expected_attempt, worker, lease_until, now, unchanged=unchanged)
 
     async def finish(
         self,
@@ -293,6 +300,10 @@ class CassandraTables(SharedDecisions):
     async def update_job(self, job: Job, change: JobChange, now: datetime) -> tuple[bool, int | None]:
         """`jobs.update_job`."""
         return await jobs.update_job(self.cql, job, change, now)
+
+    async def mark_changed(self, run: NewRun, now: datetime) -> None:
+        """`runs.mark_changed`."""
+        await runs.mark_changed(self.cql, run, now)
 
     async def retarget_run(self, run: NewRun, now: datetime) -> bool:
         """`runs.retarget`."""

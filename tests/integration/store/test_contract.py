@@ -27,7 +27,15 @@ from tickwheel.store.ports import (
     SweeperStore,
     WorkerStore,
 )
-from tickwheel.store.records import AttemptResult, DeadLetter, DueState, Found, NewRun, RunKind, RunStatus
+from tickwheel.store.records import (
+    AttemptResult,
+    DeadLetter,
+    DueState,
+    Found,
+    NewRun,
+    RunKind,
+    RunStatus,
+)
 from tickwheel.store.sweeping import part_of
 from tickwheel.store.tables import CassandraTables
 
@@ -113,6 +121,45 @@ async def test_a_claim_is_fenced_by_the_attempt_and_the_job_version(ports: Both)
     newer = dataclasses.replace(other, job_version=2)
     changed = await ports.claim(newer, 0, "w", lease_until, now)
     assert not changed.applied and changed.found == Found(RunStatus.SCHEDULED, 0, 1)
+
+
+class Marking(Both, Protocol):
+    """The contract's ports with the mark a change of a job leaves on its run first (`ReschedulingStore`)."""
+
+    async def mark_changed(self, run: NewRun, now: datetime) -> None: ...
+
+
+async def test_a_once_runs_due_row_carries_its_definition_and_a_mark_refuses_a_claim_that_did_not_read(
+    ports: Marking,
+) -> None:
+    at = soon()
+    made, run = job(at, job_definition=definition(every_s=None, anchor=at))
+    now = datetime.now(UTC)
+    await ports.create_job(made, run, now)
+    rows = [r for r in await ports.read_range(run.shard, minute(at, -1), minute(at, 2)) if r.run_id == run.run_id]
+    assert run.definition is not None and [(r.attempt, r.definition) for r in rows] == [(0, run.definition)]
+    lease_until = now + timedelta(seconds=30)
+    await ports.mark_changed(run, now)
+    refused = await ports.claim(run, 0, "w", lease_until, now, unchanged=True)
+    assert not refused.applied and refused.found == Found(RunStatus.SCHEDULED, 0, 1, changed=True)
+    newer = await ports.claim(dataclasses.replace(run, job_version=2), 0, "w", lease_until, now)
+    assert not newer.applied and newer.found == Found(RunStatus.SCHEDULED, 0, 1)  # changed_at not in its condition
+    assert (await ports.claim(run, 0, "w", lease_until, now)).applied  # a claim after a read of the job
+    lease_checks = await ports.read_range(run.shard, minute(lease_until), minute(lease_until, 1))
+    assert all(r.definition is None for r in lease_checks if r.run_id == run.run_id)
+    other_made, other = job(at, job_definition=definition(every_s=None, anchor=at))
+    await ports.create_job(other_made, other, now)
+    assert (await ports.claim(other, 0, "w", lease_until, now, unchanged=True)).applied  # not marked
+    recurring = await a_run(ports)
+    assert {r.definition for r in await ports.read_range(recurring.shard, minute(at, -1), minute(at, 2))
+            if r.run_id == recurring.run_id} == {None}  # fmt: skip
+    _, absent = job(at, job_definition=definition(every_s=None, anchor=at))
+    await ports.mark_changed(absent, now)  # no row yet (its create's rows may still land): written CANCELLED
+    marked = await ports.get_run(absent.run_id)
+    assert marked is not None and (marked.status, marked.attempt, marked.changed_at) == (
+        RunStatus.CANCELLED, 0, whole_ms(now),
+    )  # fmt: skip
+    assert not await ports.create_run(absent, now)  # a finished run is never revived by writing it again
 
 
 async def test_a_claim_of_a_run_with_no_row_finds_nothing(ports: Both) -> None:
@@ -339,6 +386,18 @@ async def test_the_previous_status_of_a_job_is_its_latest_earlier_run(ports: Bot
     await ports.claim(first, 0, "w", now + timedelta(seconds=30), now)
     await ports.finish(first, 1, AttemptResult(RunStatus.DEAD, error="HTTP 500"), "w", now, now)
     assert await ports.previous_status(made.job_id, first.scheduled_at + timedelta(minutes=1)) == "DEAD"
+
+
+async def test_a_claim_refused_by_a_run_cancelled_before_its_occurrence_leaves_it_cancelled_in_history(
+    ports: Both,
+) -> None:
+    made, run = job(soon(-120))
+    now = datetime.now(UTC)
+    await ports.create_job(made, run, now - timedelta(minutes=5))
+    assert await ports.cancel(run, now - timedelta(minutes=4))  # a pause before the run was due
+    refused = await ports.claim(run, 0, "w", now + timedelta(seconds=30), now)  # its due row fired anyway
+    assert not refused.applied and refused.found.status is RunStatus.CANCELLED
+    assert await ports.previous_status(made.job_id, run.scheduled_at + timedelta(minutes=1)) == "CANCELLED"
 
 
 async def test_what_the_coordinator_reads_the_highest_epoch_and_the_rows_due_per_minute(ports: Both) -> None:

@@ -128,10 +128,17 @@ class SettlingStore(MemoryStore):
     the row, and a row that holds exactly the values it wrote counts as its own (store.retries `LwtIntent.shows`)."""
 
     async def claim(
-        self, run: NewRun, expected_attempt: int, worker: str, lease_until: datetime, now: datetime
+        self,
+        run: NewRun,
+        expected_attempt: int,
+        worker: str,
+        lease_until: datetime,
+        now: datetime,
+        *,
+        unchanged: bool = False,
     ) -> Transition:
         await asyncio.sleep(0)  # both claims are in flight together
-        transition = await super().claim(run, expected_attempt, worker, lease_until, now)
+        transition = await super().claim(run, expected_attempt, worker, lease_until, now, unchanged=unchanged)
         if transition.applied:
             return transition
         row = self.runs[run.run_id]
