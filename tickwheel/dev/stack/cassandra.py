@@ -52,7 +52,18 @@ hinted_handoff_enabled: {"true" if hints else "false"}
 {_COMMON_YAML}"""
 
 
-_COMMON_YAML = """\
+# Memtables: Cassandra 5.0's trie memtables (for every table, system.paxos included: the `default` configuration)
+# with their cells off the heap (`offheap_objects`), and room for them off it. system.paxos is LCS with random keys,
+# and while its sstables hold less than 160 MiB LCS merges each new flush with all of L0: every flush of it rewrites
+# every LWT's state kept (PAXOS_STATE_S). The memtable cleaner flushes the largest memtable whenever the node's
+# memtables fill a third of their space (on or off heap), and under `heap_buffers` a `system.paxos` row took ~4x its
+# serialized size of heap (BENCHMARKS.md "Cassandra's compaction and GC per run"): 12.5 MiB of heap and 3.3 MiB of
+# data per flush, one every ~12 s at 237 runs/s, 78 % of the node's compaction in bytes. Fewer bytes of heap per row
+# and more room make each flush hold more rows, so the state is rewritten less often; the memtables' data leaves
+# the heap (less for the collector to copy). The heap's share (memtable_heap_space) stays a quarter of the heap.
+MEMTABLE_OFFHEAP_MIB = 512
+
+_COMMON_YAML = f"""\
 commitlog_sync: periodic
 commitlog_sync_period: 10000ms
 commitlog_segment_size: 8MiB
@@ -63,7 +74,16 @@ dynamic_snitch: false
 cdc_enabled: false
 concurrent_compactors: 1
 compaction_throughput: 0MiB/s
-memtable_allocation_type: heap_buffers
+memtable:
+  configurations:
+    skiplist:
+      class_name: SkipListMemtable
+    trie:
+      class_name: TrieMemtable
+    default:
+      inherits: trie
+memtable_allocation_type: offheap_objects
+memtable_offheap_space: {MEMTABLE_OFFHEAP_MIB}MiB
 materialized_views_enabled: false
 sasi_indexes_enabled: false
 user_defined_functions_enabled: false
