@@ -17,6 +17,7 @@ The runs are the node's local writes of `run_attempts` (one per delivered run, `
 from __future__ import annotations
 
 import argparse
+import calendar
 import collections
 import itertools
 import json
@@ -94,11 +95,11 @@ class Probe:
     def runs(self) -> int | None:
         rows = list(
             self.session.execute(
-                "SELECT count FROM system_views.local_write_latency WHERE keyspace_name = %s AND table_name = %s",
+                'SELECT "count" FROM system_views.local_write_latency WHERE keyspace_name = %s AND table_name = %s',
                 (self.node.keyspace, "run_attempts"),
             )
         )
-        return int(rows[0].count) if rows else None
+        return int(rows[0][0]) if rows else None  # a row is a named tuple: .count is tuple.count
 
     def compactions(self, since_ms: int) -> dict[str, list[int]]:
         """[compactions, bytes in, bytes out] per table, of the compactions finished since `since_ms`."""
@@ -106,7 +107,7 @@ class Probe:
         for row in self.session.execute(
             "SELECT keyspace_name, columnfamily_name, bytes_in, bytes_out, compacted_at FROM system.compaction_history"
         ):
-            if row.compacted_at is not None and row.compacted_at.timestamp() * 1000 >= since_ms:
+            if row.compacted_at is not None and calendar.timegm(row.compacted_at.utctimetuple()) * 1000 >= since_ms:
                 entry = found[f"{row.keyspace_name}.{row.columnfamily_name}"]
                 entry[0] += 1
                 entry[1] += row.bytes_in or 0
