@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml as yaml_parser
+
 from tickwheel.dev.stack import cassandra
 from tickwheel.settings import build
 
@@ -59,3 +61,21 @@ def test_server_names_finds_the_default_stacks_server_and_every_node_of_one_star
     assert server_names(single, "cassandra") == ["cassandra"]
     assert server_names(nodes, "cassandra") == ["cassandra-1", "cassandra-2", "cassandra-10"]
     assert server_names(nodes, "zookeeper") == []
+
+
+def test_every_stack_node_keeps_its_memtables_in_tries_with_their_cells_off_the_heap() -> None:
+    """Fewer, larger flushes: each flush of `system.paxos` is merged with all the Paxos state the node keeps
+    (BENCHMARKS.md "Cassandra's compaction and GC per run"), and the cells of every memtable leave the heap."""
+    node = cassandra.node_spec(["127.0.0.4"], 0)
+    for text in (cassandra._YAML, node.prepare.keywords["yaml"]):  # type: ignore[attr-defined]
+        conf = yaml_parser.safe_load(text)
+        memtables = conf["memtable"]["configurations"]
+        assert memtables["trie"] == {"class_name": "TrieMemtable"}
+        assert memtables["default"] == {"inherits": "trie"}  # every table's, the system keyspace's too
+        assert conf["memtable_allocation_type"] == "offheap_objects"
+        # more room off the heap than the heap's share (a quarter of the cluster node's 640 MiB heap: 160 MiB)
+        assert conf["memtable_offheap_space"] == f"{cassandra.MEMTABLE_OFFHEAP_MIB}MiB"
+        assert cassandra.MEMTABLE_OFFHEAP_MIB >= 2 * 160
+        assert "memtable_heap_space" not in conf  # a quarter of the heap, whatever the heap
+        # what the writes' durability rests on is as it was: the commit log, synced every 10 s
+        assert (conf["commitlog_sync"], conf["commitlog_sync_period"]) == ("periodic", "10000ms")
