@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Sequence
-from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -84,10 +83,7 @@ def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -
     """The `runs_by_bucket` insert that makes the dispatcher fire `run` at `fire_at` (with the job's definition
     when `carries_definition`)."""
     fire_at = whole_ms(fire_at)
-    if carries_definition(run, attempt, kind):
-        _, params = bucket_row(replace(run, definition=None), fire_at=fire_at, attempt=attempt, kind=kind)
-        return INSERT_BUCKET_DEFINED, [*params, run.definition]
-    return INSERT_BUCKET, [
+    params = [
         minute_bucket(fire_at),
         run.shard,
         fire_at,
@@ -102,6 +98,9 @@ def bucket_row(run: NewRun, *, fire_at: datetime, attempt: int, kind: RunKind) -
         run.tolerance_ms,
         run.recurring,
     ]
+    if carries_definition(run, attempt, kind):
+        return INSERT_BUCKET_DEFINED, [*params, run.definition]
+    return INSERT_BUCKET, params
 
 
 def first_row(run: NewRun, now: datetime) -> tuple[str, list[Any]]:
