@@ -194,7 +194,7 @@ class Sweeper:
         """Check the runs the due rows of `minute` name, every shard's (those not in `seen`, which gets them)."""
         named: dict[uuid.UUID, uuid.UUID] = {}
         for shards in groups(self.settings.shards):
-            for row in await self.store.read_shards(shards, minute, minute + MINUTE):
+            for row in await self.store.read_keys(shards, minute, minute + MINUTE):
                 if row.run_id not in seen:
                     named[row.run_id] = row.job_id
         seen.update(named)

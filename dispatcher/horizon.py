@@ -7,8 +7,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from dispatcher.preload import accept_near, groups_of, key_of, loadable_until
 from dispatcher.shards import Clock, ShardTable
@@ -19,11 +20,13 @@ from tickwheel.core.acquisition import ShardRead
 from tickwheel.core.ids import epoch_ms
 from tickwheel.settings import DispatcherSettings
 from tickwheel.store.ports import DueRowStore
+from tickwheel.store.records import DueKey
 
 log = logging.getLogger(__name__)
 
 MINUTE = timedelta(minutes=1)
 READS_IN_FLIGHT = 8
+R = TypeVar("R", DueRun, DueKey)  # a whole due row, or its name
 
 
 class Horizon:
@@ -34,18 +37,28 @@ class Horizon:
     ):
         self.table, self.store, self.near, self.cfg, self.clock = table, store, near, cfg, clock
 
-    async def read(self, since: dict[int, datetime], until: datetime) -> list[DueRun]:
+    async def read(self, since: Mapping[int, datetime], until: datetime) -> list[DueRun]:
         """The due rows of each shard from its `since` to `until`, read in groups (`groups_of`), a few at once;
         a row a group's read finds before its own shard's `since` is left out."""
+        return await self._grouped(self.store.read_shards, since, until)
+
+    async def read_keys(self, since: Mapping[int, datetime], until: datetime) -> list[DueKey]:
+        """The names of the rows `read` would return."""
+        return await self._grouped(self.store.read_keys, since, until)
+
+    async def _grouped(
+        self, reader: Callable[[list[int], datetime, datetime], Awaitable[list[R]]], since: Mapping[int, datetime],
+        until: datetime,
+    ) -> list[R]:  # fmt: skip
         gate = asyncio.Semaphore(READS_IN_FLIGHT)
 
-        async def one(start: datetime, shards: list[int]) -> list[DueRun]:
+        async def one(start: datetime, shards: list[int]) -> list[R]:
             async with gate:
-                return await self.store.read_shards(shards, start, until)
+                return await reader(shards, start, until)
 
         pages = await asyncio.gather(*(one(start, shards) for start, shards in groups_of(since, until)))
         starts_ms = {shard: epoch_ms(start) for shard, start in since.items()}
-        return [run for page in pages for run in page if run.fire_at_ms >= starts_ms[run.shard]]
+        return [row for page in pages for row in page if row.fire_at_ms >= starts_ms[row.shard]]
 
     async def load(self, reads: list[ShardRead], starts: Awaitable[Mapping[int, datetime]]) -> int:
         """Send `reads` a few at once, in their order, and insert each one's rows as soon as it answers (from their
@@ -128,7 +141,13 @@ class Horizon:
             since = (now - timedelta(seconds=self.cfg.rescan_interval_s)).replace(second=0, microsecond=0)
             until = min(now.replace(second=0, microsecond=0) + MINUTE, table.loaded_until)
             spans = {s: max(since, st.start) for s, st in table.owned.items() if st.scanned}
-            runs = await self.read(spans, until)
+            # The names first: nearly every row is in the wheel or fired, and a whole row carries its definition.
+            # Only the shards with a row the wheel does not know are read whole.
+            names = await self.read_keys(spans, until)
+            unknown = {key.shard for key in names if not table.is_known(key_of(key), key.shard)}
+            if not unknown:
+                return 0
+            runs = await self.read({s: spans[s] for s in unknown}, until)
             # Lease checks due a minute or more after their claim are left for the rescan by design (never
             # announced: `NearAnnouncer.rescan_finds`); only other rows found here were missed.
             table.insert_all([run for run in runs if run.kind == "lease_check"])

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta
 
 from schemas.messages import DueRun
 from tickwheel.core.peaks import spread_fire_ms
+from tickwheel.store.records import DueKey
 
 Key = tuple[uuid.UUID, int, str, int]
 
@@ -21,7 +22,7 @@ Key = tuple[uuid.UUID, int, str, int]
 SHARDS_PER_READ = 64
 
 
-def key_of(run: DueRun) -> Key:
+def key_of(run: DueRun | DueKey) -> Key:
     """The wheel key. fire_at is part of it: a deferral or a lease extension writes another row for the same
     (run, attempt, kind) at a later instant, and that row must fire too."""
     return (run.run_id, run.attempt, run.kind, run.fire_at_ms)
@@ -57,7 +58,7 @@ def plan_inserts(
     return planned, added
 
 
-def groups_of(since: dict[int, datetime], until: datetime) -> list[tuple[datetime, list[int]]]:
+def groups_of(since: Mapping[int, datetime], until: datetime) -> list[tuple[datetime, list[int]]]:
     """The reads of a scan: (start, up to `SHARDS_PER_READ` shards) for the shards whose `since` falls in the same
     minute, from the earliest of them (the others' rows before their own `since` are one minute's at most, and
     dropped by `dispatcher.horizon.Horizon.read`); shards with nothing before `until` are left out."""

@@ -6,18 +6,20 @@ Rows come back as `schemas.messages.DueRun` (the shape firing needs), so callers
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Sequence
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from schemas.messages import DueRun, RunKind
 from tickwheel import metrics
 from tickwheel.core.instants import epoch_ms, from_epoch_ms, whole_ms
 from tickwheel.errors import Unavailable
 from tickwheel.store.cassandra import CassandraStore
-from tickwheel.store.records import NewRun, Row, carries_definition
+from tickwheel.store.records import DueKey, NewRun, Row, carries_definition
 from tickwheel.store.times import bound, read_at
 
 MINUTE = timedelta(minutes=1)
+T = TypeVar("T")
 SELECT_RANGE = (
     "SELECT fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms,"
     " recurring, definition"
@@ -26,6 +28,10 @@ SELECT_RANGE = (
 SELECT_SHARDS = (
     "SELECT shard, fire_at, run_id, attempt, kind, job_id, tenant_id, lane, job_version, scheduled_at, tolerance_ms,"
     " recurring, definition"
+    " FROM runs_by_bucket WHERE bucket = ? AND shard IN ? AND fire_at >= ? AND fire_at < ?"
+)
+SELECT_KEYS = (  # the rescans' and the sweeper's: a third of the columns, no definition (up to 4 KiB a row)
+    "SELECT shard, fire_at, run_id, attempt, kind, job_id"
     " FROM runs_by_bucket WHERE bucket = ? AND shard IN ? AND fire_at >= ? AND fire_at < ?"
 )
 COUNT_SHARDS = "SELECT COUNT(*) AS n FROM runs_by_bucket WHERE bucket = ? AND shard IN ?"
@@ -47,6 +53,18 @@ def due_run_of(row: Row, shard: int) -> DueRun:
         tolerance_ms=row["tolerance_ms"] or 0,
         recurring=row.get("recurring"),
         definition=row.get("definition"),
+    )
+
+
+def due_key_of(row: Row, shard: int) -> DueKey:
+    """A bucket row's name (`SELECT_KEYS`)."""
+    return DueKey(
+        shard=shard,
+        run_id=row["run_id"],
+        attempt=row["attempt"],
+        kind=row["kind"],
+        fire_at_ms=epoch_ms(read_at(row["fire_at"])),
+        job_id=row["job_id"],
     )
 
 
@@ -124,14 +142,33 @@ async def read_shards(
     """Every row of `shards` with since <= fire_at < until: one `shard IN ?` read (paged) per minute bucket for
     the whole group, where `read_range` makes one per shard. Callers keep groups small (a few dozen shards): the
     coordinator of the read waits for every partition of it."""
+    return await _read_group(store, SELECT_SHARDS, due_run_of, shards, since, until, page_size)
+
+
+async def read_keys(
+    store: CassandraStore, shards: Collection[int], since: datetime, until: datetime, *, page_size: int = 1000
+) -> list[DueKey]:
+    """The names of the rows `read_shards` would return."""
+    return await _read_group(store, SELECT_KEYS, due_key_of, shards, since, until, page_size)
+
+
+async def _read_group(
+    store: CassandraStore,
+    query: str,
+    convert: Callable[[Row, int], T],
+    shards: Collection[int],
+    since: datetime,
+    until: datetime,
+    page_size: int,
+) -> list[T]:
     asked = set(shards)
-    found: list[DueRun] = []
+    found: list[T] = []
     for bucket in minutes_between(since, until):
         params = [bound(bucket), sorted(asked), bound(since), bound(until)]
         cursor: str | None = None
         while True:
-            rows, cursor = await store.page(SELECT_SHARDS, params, page_size=page_size, cursor=cursor)
-            found.extend(due_run_of(row, _asked_shard(row, asked)) for row in rows)
+            rows, cursor = await store.page(query, params, page_size=page_size, cursor=cursor)
+            found.extend(convert(row, _asked_shard(row, asked)) for row in rows)
             if cursor is None:
                 break
     return found

@@ -30,6 +30,7 @@ from tickwheel.store.records import (
     AttemptResult,
     Checkpoint,
     DeadLetter,
+    DueKey,
     DueState,
     Found,
     HistoryEntry,
@@ -49,7 +50,7 @@ from tickwheel.store.runs import kept_s
 from tickwheel.store.sweeping import part_of
 from tickwheel.store.times import epoch_us
 
-DueKey = tuple[int, uuid.UUID, int, str]
+ClusteringKey = tuple[int, uuid.UUID, int, str]
 """A due row's clustering key inside its shard: (fire_at ms, run id, attempt, kind)."""
 
 
@@ -84,7 +85,7 @@ class MemoryStore:
     """Every store port in memory. The tables are plain attributes, so a test can look at what was written."""
 
     runs: dict[uuid.UUID, Run] = field(default_factory=dict)
-    due_rows: dict[int, dict[DueKey, DueRun]] = field(default_factory=dict)
+    due_rows: dict[int, dict[ClusteringKey, DueRun]] = field(default_factory=dict)
     far_rows: dict[uuid.UUID, NewRun] = field(default_factory=dict)
     attempts: dict[uuid.UUID, list[Attempt]] = field(default_factory=dict)
     history: dict[uuid.UUID, dict[tuple[datetime, uuid.UUID], _History]] = field(default_factory=dict)
@@ -532,6 +533,14 @@ class MemoryStore:
     async def read_shards(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueRun]:
         """Every due row of each of `shards` with since <= fire_at < until, shard after shard."""
         return [run for shard in sorted(set(shards)) for run in await self.read_range(shard, since, until)]
+
+    async def read_keys(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueKey]:
+        """The names of the rows `read_shards` returns."""
+        return [
+            DueKey(run.shard, run.run_id, run.attempt, run.kind, run.fire_at_ms, run.job_id)
+            for shard in sorted(set(shards))
+            for run in await self.read_range(shard, since, until)
+        ]
 
     async def read_checkpoints(self, shards: Iterable[int]) -> dict[int, Checkpoint]:
         """The checkpoints of `shards` that exist."""

@@ -22,6 +22,7 @@ from tickwheel.store.records import (
     AttemptResult,
     Checkpoint,
     DeadLetter,
+    DueKey,
     DueState,
     HistoryEntry,
     Job,
@@ -158,6 +159,10 @@ class DueRowStore(Protocol):
 
     async def read_shards(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueRun]:
         """Every row of each of `shards` (a small group) with since <= fire_at < until, in no particular order."""
+        ...
+
+    async def read_keys(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueKey]:
+        """The names of the rows `read_shards` would return (a fraction of their bytes)."""
         ...
 
 

@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas.messages import JobDefinition, decode_definition
+from schemas.messages import RunKind as DueKind  # the Literal a due row's kind column holds
 from tickwheel.core.horizon import RUN_RETENTION_S
 from tickwheel.core.instants import EPOCH
 from tickwheel.core.targets import default_topic_prefix
@@ -170,6 +171,19 @@ def run_of(row: Row) -> Run:
         reported=dict(row.get("reported") or {}),
         changed_at=aware(row.get("changed_at")),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class DueKey:
+    """A due row's name without its contents (`schemas.messages.DueRun` is the whole row): enough to tell whether a
+    wheel holds it and which run of which job it fires. The rescans and the sweeper read these, not whole rows."""
+
+    shard: int
+    run_id: uuid.UUID
+    attempt: int
+    kind: DueKind
+    fire_at_ms: int
+    job_id: uuid.UUID
 
 
 @dataclass(frozen=True, slots=True)

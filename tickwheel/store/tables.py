@@ -34,6 +34,7 @@ from tickwheel.store.records import (
     AttemptResult,
     Checkpoint,
     DeadLetter,
+    DueKey,
     DueState,
     HistoryEntry,
     Job,
@@ -253,6 +254,10 @@ class CassandraTables(SharedDecisions):
     async def read_shards(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueRun]:
         """`buckets.read_shards`."""
         return await buckets.read_shards(self.cql, shards, since, until)
+
+    async def read_keys(self, shards: Collection[int], since: datetime, until: datetime) -> list[DueKey]:
+        """`buckets.read_keys`."""
+        return await buckets.read_keys(self.cql, shards, since, until)
 
     async def read_checkpoints(self, shards: Iterable[int]) -> dict[int, Checkpoint]:
         """`checkpoints.read`."""

@@ -30,6 +30,7 @@ from tickwheel.store.ports import (
 from tickwheel.store.records import (
     AttemptResult,
     DeadLetter,
+    DueKey,
     DueState,
     Found,
     NewRun,
@@ -92,6 +93,10 @@ async def test_a_group_read_finds_the_rows_of_its_shards_between_its_instants_an
     found = await ports.read_shards(asked, since, since + timedelta(minutes=2))
     mine = {(r.run_id, r.shard, r.fire_at_ms) for r in found if r.run_id in ids.values()}
     assert mine == {(ids[name], shard, epoch_ms(at)) for name, (shard, at, wanted) in rows.items() if wanted}
+    names = await ports.read_keys(asked, since, since + timedelta(minutes=2))
+    assert {n for n in names if n.run_id in ids.values()} == {
+        DueKey(r.shard, r.run_id, r.attempt, r.kind, r.fire_at_ms, r.job_id) for r in found if r.run_id in ids.values()
+    }, "the names of the rows read_shards returns, and of no others"
 
 
 async def test_writing_a_finished_run_again_never_revives_it(ports: Both) -> None:

@@ -14,7 +14,7 @@ import pytest
 
 from dispatcher.engine import Dispatcher
 from dispatcher.ownership import OwnershipChange
-from schemas.messages import ShardAssignment, topic_names
+from schemas.messages import DueRun, ShardAssignment, topic_names
 from tests.factories import definition, job
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.settings import Settings
@@ -155,6 +155,31 @@ async def test_a_row_written_after_its_minute_last_rescan_and_never_announced_is
     await scene.fire(NOW + timedelta(seconds=46))
     assert scene.sent() == [(first.run_id, 0, "run"), (missed.run_id, 0, "run")]
     assert await scene.engine.horizon.rescan() == 0  # fired, so not again
+
+
+async def test_a_rescan_reads_names_and_whole_rows_only_of_the_shards_holding_a_row_the_wheel_does_not_know(
+    scene: Scene, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    known = [
+        await a_run(scene, NOW + timedelta(seconds=5), shard=1),
+        await a_run(scene, NOW + timedelta(seconds=6), shard=2),
+    ]
+    await scene.own(1, 2, 3)
+    whole: list[list[int]] = []
+    read_shards = scene.store.read_shards
+
+    async def counted(shards: list[int], since: datetime, until: datetime) -> list[DueRun]:
+        whole.append(sorted(shards))
+        return await read_shards(shards, since, until)
+
+    monkeypatch.setattr(scene.store, "read_shards", counted)
+    assert await scene.engine.horizon.rescan() == 0
+    assert whole == [], "every row is in the wheel: only their names were read"
+    late = await a_run(scene, NOW + timedelta(seconds=20), shard=2)  # written after the preload, not announced
+    assert await scene.engine.horizon.rescan() == 1
+    assert whole == [[2]], "the shard with the unknown row is read whole, the others not"
+    await scene.fire(NOW + timedelta(seconds=21))
+    assert sorted(str(run_id) for run_id, _, _ in scene.sent()) == sorted(str(r.run_id) for r in [*known, late])
 
 
 async def test_a_shard_checkpointed_under_a_newer_epoch_is_dropped_and_no_longer_fired(scene: Scene) -> None:
