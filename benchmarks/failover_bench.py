@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import random
 import signal
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -179,9 +181,20 @@ async def read_records(s: Settings, run_ids: set[uuid.UUID], timeout_s: float) -
     return fired
 
 
-async def kill_and_restart(rate: float, warmup_s: float, window_s: float, shards: int, code: str | None) -> None:
-    """The soak's kill-dispatcher fault with the load running: see the module docstring."""
-    tag = f"restart{uuid.uuid4().hex[:6]}"
+@dataclasses.dataclass
+class Bench:
+    """A coordinator and two dispatchers on a keyspace and topics of their own (`bench_platform`)."""
+
+    s: Settings
+    store: CassandraStore
+    producer: KafkaProducer
+    procs: list[subprocess.Popen[bytes]]
+    logs: Path
+
+
+@contextlib.asynccontextmanager
+async def bench_platform(tag: str, shards: int, code: str | None) -> AsyncIterator[Bench]:
+    """Start the processes on a fresh namespace; stop them and drop the keyspace after."""
     s = bench_settings(tag, shards)
     await run_migrate(s)
     await ensure_topics(s.kafka, platform_topics(s))
@@ -190,22 +203,9 @@ async def kill_and_restart(rate: float, warmup_s: float, window_s: float, shards
     await store.execute("TRUNCATE shard_checkpoints")
     logs = Path(tempfile.mkdtemp(prefix="failover-bench-"))
     procs = [spawn(name, i, s, logs, code) for i, name in enumerate(("coordinator", "dispatcher", "dispatcher"))]
-    runs: dict[uuid.UUID, int] = {}
-    load_before = loadavg()
     try:
         await until_two_owners(store, shards)
-        load = asyncio.ensure_future(feed(store, s, producer, rate, time.monotonic() + warmup_s + window_s, runs))
-        await asyncio.sleep(warmup_s)
-        victim = procs[1]
-        victim.send_signal(signal.SIGKILL)
-        killed_ms = time.time() * 1000
-        await asyncio.sleep(5)  # as the soak's nemesis
-        procs.append(spawn("dispatcher", 3, s, logs, code))
-        restarted_ms = time.time() * 1000
-        await load
-        await asyncio.sleep(25)  # the last runs are due up to 20 s after the load stops
-        fired = await read_records(s, set(runs), timeout_s=90)
-        await asyncio.to_thread(victim.wait, 60)
+        yield Bench(s, store, producer, procs, logs)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -215,9 +215,28 @@ async def kill_and_restart(rate: float, warmup_s: float, window_s: float, shards
         await producer.close()
         await store.execute_raw(f"DROP KEYSPACE IF EXISTS {s.cassandra.keyspace}")
         await store.close()
-    report_restart(fired, runs, killed_ms, restarted_ms, window_s, procs[3].pid, (rate, warmup_s, shards, code))
+
+
+async def kill_and_restart(rate: float, warmup_s: float, window_s: float, shards: int, code: str | None) -> None:
+    """The soak's kill-dispatcher fault with the load running: see the module docstring."""
+    runs: dict[uuid.UUID, int] = {}
+    load_before = loadavg()
+    async with bench_platform(f"restart{uuid.uuid4().hex[:6]}", shards, code) as b:
+        load = asyncio.ensure_future(feed(b.store, b.s, b.producer, rate, time.monotonic() + warmup_s + window_s, runs))
+        await asyncio.sleep(warmup_s)
+        victim = b.procs[1]
+        victim.send_signal(signal.SIGKILL)
+        killed_ms = time.time() * 1000
+        await asyncio.sleep(5)  # as the soak's nemesis
+        b.procs.append(spawn("dispatcher", 3, b.s, b.logs, code))
+        restarted_ms = time.time() * 1000
+        await load
+        await asyncio.sleep(25)  # the last runs are due up to 20 s after the load stops
+        fired = await read_records(b.s, set(runs), timeout_s=90)
+        await asyncio.to_thread(victim.wait, 60)
+    report_restart(fired, runs, killed_ms, restarted_ms, window_s, b.procs[3].pid, (rate, warmup_s, shards, code))
     print(f"load average before/after: {load_before} / {loadavg()}")
-    print(f"process logs: {logs}")
+    print(f"process logs: {b.logs}")
 
 
 def loadavg() -> str:
@@ -279,35 +298,16 @@ def pct(values: list[float], q: float) -> float:
 
 
 async def main(mode: str, n: int, window_s: float, shards: int, code: str | None) -> None:
-    tag = f"{mode}{uuid.uuid4().hex[:6]}"
-    s = bench_settings(tag, shards)
-    await run_migrate(s)
-    await ensure_topics(s.kafka, platform_topics(s))
-    store = await CassandraStore.connect(s.cassandra)
-    producer = KafkaProducer(s.kafka)
-    await store.execute("TRUNCATE shard_checkpoints")
-    logs = Path(tempfile.mkdtemp(prefix="failover-bench-"))
-    procs = [spawn(name, i, s, logs, code) for i, name in enumerate(("coordinator", "dispatcher", "dispatcher"))]
-    try:
-        await until_two_owners(store, shards)
-        victim = procs[1]
-        victim_shards = await owned_by(s, victim.pid)
+    async with bench_platform(f"{mode}{uuid.uuid4().hex[:6]}", shards, code) as b:
+        victim = b.procs[1]
+        victim_shards = await owned_by(b.s, victim.pid)
         start = datetime.now(UTC) + timedelta(seconds=3)
-        runs = await schedule(store, s, producer, start, n, window_s)
+        runs = await schedule(b.store, b.s, b.producer, start, n, window_s)
         await asyncio.sleep(max(0.0, (start - datetime.now(UTC)).total_seconds()) + window_s / 3)
         victim.send_signal(signal.SIGKILL if mode == "sigkill" else signal.SIGTERM)
         signalled_ms = time.time() * 1000
-        fired = await read_fired(s, set(runs), timeout_s=window_s + 60)
+        fired = await read_fired(b.s, set(runs), timeout_s=window_s + 60)
         exited = await asyncio.to_thread(victim.wait, 60)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            await asyncio.to_thread(proc.wait)
-        await producer.close()
-        await store.execute_raw(f"DROP KEYSPACE IF EXISTS {s.cassandra.keyspace}")
-        await store.close()
     first: dict[uuid.UUID, DueRun] = {}
     for f in fired:
         if f.run_id not in first or (f.fired_at_ms or 0) < (first[f.run_id].fired_at_ms or 0):
@@ -321,7 +321,7 @@ async def main(mode: str, n: int, window_s: float, shards: int, code: str | None
     print(f"affected runs (signalled dispatcher's shards, due after the signal): {len(affected)}")
     print(f"  fire lag p50={pct(lags, 0.5):.3f}s p99={pct(lags, 0.99):.3f}s max={max(lags, default=0):.3f}s")
     print(f"other runs: {len(others)} fire lag p50={pct(others, 0.5):.3f}s p99={pct(others, 0.99):.3f}s")
-    print(f"process logs: {logs}")
+    print(f"process logs: {b.logs}")
 
 
 if __name__ == "__main__":
