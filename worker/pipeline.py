@@ -34,7 +34,7 @@ import msgspec
 from schemas.messages import DueRun, HttpTarget, JobDefinition, RunKind, decode_definition, decode_report
 from tickwheel import metrics
 from tickwheel.bus.near import NearAnnouncer
-from tickwheel.core.instants import epoch_ms
+from tickwheel.core.instants import epoch_ms, from_epoch_ms
 from tickwheel.core.notify import MISSED
 from tickwheel.core.retention import retention_s
 from tickwheel.core.retry import Outcome, RetryDecision, RetryPolicy, decide, deferral_dead_reason
@@ -369,12 +369,14 @@ class RunHandler:
         left to the lease check, a lease later (a node's rejoin timed writes out for tens of seconds in the soak).
         An LWT that timed out may still have applied: `runs.finish` recognises its own write."""
         lease_until = started + timedelta(seconds=ctx.lease_s(self.settings.worker))  # the claim's, from `started`
+        due = ctx.due
+        fired_at = from_epoch_ms(due.fire_at_ms) if due.kind == "run" and due.attempt == attempt - 1 else None
         tries = 0
         while True:
             tries += 1
             try:
                 return await self.store.finish(
-                    ctx.run, attempt, record, self.worker_id, started, self.clock(), lease_until
+                    ctx.run, attempt, record, self.worker_id, started, self.clock(), lease_until, fired_at
                 )
             except TickwheelError as exc:
                 if not exc.retriable or (tries >= RECORD_TRIES and self.clock() >= lease_until):

@@ -222,9 +222,11 @@ class MemoryStore:
         started_at: datetime,
         now: datetime,
         lease_until: datetime | None = None,
+        fired_at: datetime | None = None,
     ) -> bool:
         """The outcome of `attempt` if it still holds the run, or if this very outcome is already recorded; with
-        `lease_until`, the claim's lease check row is removed with the description rows."""
+        `lease_until`, the claim's lease check row is removed with the description rows, with `fired_at` the due
+        row the attempt was fired from."""
         if result.status is RunStatus.RETRY and result.retry_at is not None:
             self._due_row(run, result.retry_at, attempt, RunKind.RUN)
         current = self.runs.get(run.run_id)
@@ -249,6 +251,9 @@ class MemoryStore:
         )  # fmt: skip
         if lease_until is not None:
             key = (epoch_ms(stored(lease_until)), run.run_id, attempt, RunKind.LEASE_CHECK.value)
+            self.due_rows.get(run.shard, {}).pop(key, None)
+        if fired_at is not None:
+            key = (epoch_ms(stored(fired_at)), run.run_id, attempt - 1, RunKind.RUN.value)
             self.due_rows.get(run.shard, {}).pop(key, None)
         return True
 

@@ -83,9 +83,11 @@ class RunStore(Protocol):
         started_at: datetime,
         now: datetime,
         lease_until: datetime | None = None,
+        fired_at: datetime | None = None,
     ) -> bool:
         """Record the outcome of `attempt` if that attempt still holds the run (or already recorded it); with
-        `lease_until` (the claim's), its lease check row goes with the description rows."""
+        `lease_until` (the claim's), its lease check row goes with the description rows, and with `fired_at`, the
+        due row the attempt was fired from (attempt - 1, kind run, due then)."""
         ...
 
     async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:

@@ -343,6 +343,7 @@ async def finish(
     started_at: datetime,
     now: datetime,
     lease_until: datetime | None = None,
+    fired_at: datetime | None = None,
 ) -> bool:
     """Record the outcome of `attempt`, only if that attempt still holds the run (a stale worker is refused).
 
@@ -351,7 +352,9 @@ async def finish(
     With `lease_until` (the claim's), the claim's lease check row is deleted in the same batch as the
     description rows: a run that finished has nothing for it to find, and a row gone before the dispatchers
     preload its minute costs them no wheel entry and no read of the run (one read per run saved; a row already
-    preloaded still fires, and its read finds the run finished)."""
+    preloaded still fires, and its read finds the run finished). With `fired_at`, the due row the attempt was
+    fired from goes too: the run is final or has its retry's row, so the row has nothing left to tell the
+    dispatchers' rescans and take-overs nor the sweeper, which would otherwise read the run once more."""
     due_at = whole_ms(result.retry_at) if result.retry_at else None
     if result.status is RunStatus.RETRY and result.retry_at is not None:
         await store.execute(*bucket_row(run, fire_at=result.retry_at, attempt=attempt, kind=RunKind.RUN))
@@ -391,6 +394,7 @@ async def finish(
                 ],
             ),
             *([lease_check_removal(run, lease_until, attempt)] if lease_until is not None else []),
+            *([fired_row_removal(run, fired_at, attempt)] if fired_at is not None else []),
         ],
     )
     return True
@@ -418,6 +422,12 @@ def lease_check_removal(run: NewRun, lease_until: datetime, attempt: int) -> tup
     """The delete of the lease check row `claim` wrote for `attempt` (the same key as its `bucket_row`)."""
     fire_at = whole_ms(lease_until)
     return DELETE_BUCKET, [minute_bucket(fire_at), run.shard, fire_at, run.run_id, attempt, RunKind.LEASE_CHECK.value]
+
+
+def fired_row_removal(run: NewRun, fired_at: datetime, attempt: int) -> tuple[str, list[Any]]:
+    """The delete of the due row `attempt` was fired from (the row carries the attempt its claim found)."""
+    fire_at = whole_ms(fired_at)
+    return DELETE_BUCKET, [minute_bucket(fire_at), run.shard, fire_at, run.run_id, attempt - 1, RunKind.RUN.value]
 
 
 async def expire_lease(

@@ -97,9 +97,10 @@ class CassandraTables(SharedDecisions):
         started_at: datetime,
         now: datetime,
         lease_until: datetime | None = None,
+        fired_at: datetime | None = None,
     ) -> bool:
         """`runs.finish`."""
-        return await runs.finish(self.cql, run, attempt, result, worker, started_at, now, lease_until)
+        return await runs.finish(self.cql, run, attempt, result, worker, started_at, now, lease_until, fired_at)
 
     async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:
         """`runs.expire_lease`."""

@@ -446,6 +446,21 @@ async def test_an_outcome_given_its_lease_removes_the_lease_check_row(ports: Bot
     assert {key for key in await due_keys(ports, run) if key[1] == "lease_check"} == set()
 
 
+async def test_an_outcome_given_its_fired_row_removes_it_and_no_other(ports: Both) -> None:
+    run = await a_run(ports)
+    now = datetime.now(UTC)
+    assert (await ports.claim(run, 0, "w", now + timedelta(seconds=30), now)).applied
+    retry_at = whole_ms(run.fire_at + timedelta(seconds=10))
+    retry = AttemptResult(RunStatus.RETRY, response_code=500, retry_at=retry_at)
+    assert await ports.finish(run, 1, retry, "w", now, now, fired_at=run.fire_at)
+    assert {key for key in await due_keys(ports, run) if key[1] == "run"} == {(1, "run", epoch_ms(retry_at))}
+    assert (await ports.claim(run, 1, "w", now + timedelta(seconds=30), now)).applied
+    assert not await ports.finish(run, 1, AttemptResult(RunStatus.SUCCEEDED), "w", now, now, fired_at=retry_at)
+    assert (1, "run", epoch_ms(retry_at)) in await due_keys(ports, run), "a refused outcome removes nothing"
+    assert await ports.finish(run, 2, AttemptResult(RunStatus.SUCCEEDED), "w", now, now, fired_at=retry_at)
+    assert {key for key in await due_keys(ports, run) if key[1] == "run"} == set()
+
+
 async def test_a_held_lease_replaces_only_the_claims_and_a_moved_lease_is_kept(ports: Both) -> None:
     run = await a_run(ports)
     now = datetime.now(UTC)

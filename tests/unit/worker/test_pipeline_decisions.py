@@ -98,6 +98,8 @@ async def test_a_due_run_is_called_once_and_recorded() -> None:
     assert scene.status(run) == (RunStatus.SUCCEEDED, 1) and scene.target.calls == 1
     attempts = await scene.store.get_attempts(run.run_id)
     assert [(a.attempt, a.kind, a.outcome, a.response_code) for a in attempts] == [(1, "call", "SUCCEEDED", 200)]
+    rows = await scene.store.read_range(run.shard, NOW - timedelta(minutes=1), NOW + timedelta(minutes=5))
+    assert [r for r in rows if r.run_id == run.run_id] == [], "the row it was fired from and its lease check are gone"
 
 
 async def test_a_refired_row_is_dropped_without_a_call() -> None:
