@@ -14,8 +14,9 @@ import pytest
 
 from dispatcher.engine import Dispatcher
 from dispatcher.ownership import OwnershipChange
-from schemas.messages import DueRun, ShardAssignment, topic_names
+from schemas.messages import ShardAssignment, topic_names
 from tests.factories import definition, job
+from tests.unit.dispatch.reads import count_group_reads
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.settings import Settings
 from tickwheel.store.memory import MemoryStore
@@ -165,14 +166,7 @@ async def test_a_rescan_reads_names_and_whole_rows_only_of_the_shards_holding_a_
         await a_run(scene, NOW + timedelta(seconds=6), shard=2),
     ]
     await scene.own(1, 2, 3)
-    whole: list[list[int]] = []
-    read_shards = scene.store.read_shards
-
-    async def counted(shards: list[int], since: datetime, until: datetime) -> list[DueRun]:
-        whole.append(sorted(shards))
-        return await read_shards(shards, since, until)
-
-    monkeypatch.setattr(scene.store, "read_shards", counted)
+    whole = count_group_reads(scene.store, monkeypatch)
     assert await scene.engine.horizon.rescan() == 0
     assert whole == [], "every row is in the wheel: only their names were read"
     late = await a_run(scene, NOW + timedelta(seconds=20), shard=2)  # written after the preload, not announced

@@ -23,6 +23,7 @@ from dispatcher.preload import SHARDS_PER_READ, key_of
 from dispatcher.shards import Clock, ShardState, ShardTable
 from schemas.messages import DueRun, Lane, ShardAssignment, decode_due_run, topic_names
 from tests.factories import job
+from tests.unit.dispatch.reads import count_group_reads
 from tickwheel.bus.memory import MemoryBus, MemoryNearFeed
 from tickwheel.coordination.zookeeper import SessionState
 from tickwheel.core.ids import epoch_ms
@@ -231,14 +232,7 @@ async def test_a_scan_reads_its_shards_in_groups_and_each_shard_only_from_its_ow
     for shard in [*shards, behind]:
         at = NOW - timedelta(minutes=3) if shard == behind else NOW + timedelta(seconds=5)
         await parts.store.write_due_row(replace(run, shard=shard, run_id=uuid.uuid4()), at, 0, RunKind.RUN)
-    reads: list[list[int]] = []
-    read_shards = parts.store.read_shards
-
-    async def counted(group: list[int], since: datetime, until: datetime) -> list[DueRun]:
-        reads.append(sorted(group))
-        return await read_shards(group, since, until)
-
-    monkeypatch.setattr(parts.store, "read_shards", counted)
+    reads = count_group_reads(parts.store, monkeypatch)
     until = NOW + timedelta(minutes=1)
     since = {shard: NOW for shard in shards} | {late: NOW + timedelta(seconds=10), behind: NOW - timedelta(minutes=5)}
     runs = await parts.horizon.read(since | {999: until}, until)  # 999: nothing before `until`, not read
