@@ -112,6 +112,9 @@ class MemoryStore:
         )
         self.due_rows.setdefault(run.shard, {})[(due.fire_at_ms, run.run_id, attempt, kind.value)] = due
 
+    def _drop_due_row(self, run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> None:
+        self.due_rows.get(run.shard, {}).pop((epoch_ms(stored(fire_at)), run.run_id, attempt, kind.value), None)
+
     def _first_row(self, run: NewRun, now: datetime) -> None:
         if is_far(run.fire_at, now):
             self.far_rows[run.run_id] = run
@@ -250,11 +253,9 @@ class MemoryStore:
             response_excerpt=result.response_excerpt,
         )  # fmt: skip
         if lease_until is not None:
-            key = (epoch_ms(stored(lease_until)), run.run_id, attempt, RunKind.LEASE_CHECK.value)
-            self.due_rows.get(run.shard, {}).pop(key, None)
+            self._drop_due_row(run, lease_until, attempt, RunKind.LEASE_CHECK)
         if fired_at is not None:
-            key = (epoch_ms(stored(fired_at)), run.run_id, attempt - 1, RunKind.RUN.value)
-            self.due_rows.get(run.shard, {}).pop(key, None)
+            self._drop_due_row(run, fired_at, attempt - 1, RunKind.RUN)
         return True
 
     async def expire_lease(self, run: NewRun, attempt: int, retry_at: datetime | None, now: datetime) -> bool:

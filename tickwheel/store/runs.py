@@ -393,8 +393,9 @@ async def finish(
                     kept_s(run, now),
                 ],
             ),
-            *([lease_check_removal(run, lease_until, attempt)] if lease_until is not None else []),
-            *([fired_row_removal(run, fired_at, attempt)] if fired_at is not None else []),
+            # the claim's lease check row carries the attempt holding the lease; the fired row the one it found
+            *([due_row_removal(run, lease_until, attempt, RunKind.LEASE_CHECK)] if lease_until is not None else []),
+            *([due_row_removal(run, fired_at, attempt - 1, RunKind.RUN)] if fired_at is not None else []),
         ],
     )
     return True
@@ -418,16 +419,10 @@ async def _describe(store: CassandraStore, rows: list[tuple[str, list[Any]]]) ->
             await asyncio.sleep(0.1 * 2**tries)
 
 
-def lease_check_removal(run: NewRun, lease_until: datetime, attempt: int) -> tuple[str, list[Any]]:
-    """The delete of the lease check row `claim` wrote for `attempt` (the same key as its `bucket_row`)."""
-    fire_at = whole_ms(lease_until)
-    return DELETE_BUCKET, [minute_bucket(fire_at), run.shard, fire_at, run.run_id, attempt, RunKind.LEASE_CHECK.value]
-
-
-def fired_row_removal(run: NewRun, fired_at: datetime, attempt: int) -> tuple[str, list[Any]]:
-    """The delete of the due row `attempt` was fired from (the row carries the attempt its claim found)."""
-    fire_at = whole_ms(fired_at)
-    return DELETE_BUCKET, [minute_bucket(fire_at), run.shard, fire_at, run.run_id, attempt - 1, RunKind.RUN.value]
+def due_row_removal(run: NewRun, fire_at: datetime, attempt: int, kind: RunKind) -> tuple[str, list[Any]]:
+    """The delete of the run's due row (attempt, kind) at `fire_at` (the same key as its `bucket_row`)."""
+    at = whole_ms(fire_at)
+    return DELETE_BUCKET, [minute_bucket(at), run.shard, at, run.run_id, attempt, kind.value]
 
 
 async def expire_lease(
