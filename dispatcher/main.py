@@ -83,7 +83,7 @@ async def start(
     own_store = store is None
     store = store or await CassandraStore.connect(settings.cassandra)
     await store.prepare_all(statements_of(buckets, checkpoints, far, jobs, run_history, runs))
-    producer = KafkaProducer(settings.kafka, linger_ms=1)
+    producer = KafkaProducer(settings.kafka, linger_ms=settings.kafka.lane_linger_ms)
     consumer = KafkaConsumer(settings.kafka, group_id=f"tickwheel-dispatcher-{name}")
     near = NearFeed(settings, consumer)
     engine = Dispatcher(settings, CassandraTables(store), producer, near, name=name, clock=clock)

@@ -47,12 +47,12 @@ class Record:
 class KafkaProducer:
     """An idempotent producer (acks=all); `send` returns once the broker acknowledged the message."""
 
-    def __init__(self, settings: KafkaSettings, *, linger_ms: int = 2, extra: dict[str, Any] | None = None):
+    def __init__(self, settings: KafkaSettings, *, linger_ms: float | None = None, extra: dict[str, Any] | None = None):
         config = {
             "bootstrap.servers": settings.bootstrap,
             "enable.idempotence": True,
             "acks": "all",
-            "linger.ms": linger_ms,
+            "linger.ms": settings.linger_ms if linger_ms is None else linger_ms,
             "message.timeout.ms": int(settings.request_timeout_s * 1000),
             "socket.connection.setup.timeout.ms": 5000,
         }
