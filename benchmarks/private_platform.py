@@ -103,6 +103,8 @@ def write_env(stack_dir: Path, servers: Path, name: str, extra: dict[str, str]) 
 def up(args: argparse.Namespace) -> int:
     stack_dir = Path.cwd() / ".stack"
     extra = dict(pair.split("=", 1) for pair in args.set)
+    if args.urgent_worker:
+        extra["TICKWHEEL_WORKER_LANES"] = "default,bulk"
     if args.own_cassandra:
         stack_dir.mkdir(parents=True, exist_ok=True)
         own = start_own_cassandra(stack_dir, Path(args.servers), args.own_cassandra)
@@ -123,6 +125,8 @@ def up(args: argparse.Namespace) -> int:
         start_process(stack_dir, name, port)
     for n in range(2, args.workers + 1):
         start_extra_worker(stack_dir, n)
+    if args.urgent_worker:
+        start_extra_worker(stack_dir, args.workers + 1, {"TICKWHEEL_WORKER_LANES": "urgent"})
     return 0
 
 
@@ -134,19 +138,21 @@ def extra_workers(stack_dir: Path) -> dict[str, int]:
     return found
 
 
-def start_extra_worker(stack_dir: Path, n: int) -> None:
-    """One more `tickwheel worker` on the same settings (its own port): the lanes' partitions are shared out
-    among every worker of the consumer group."""
+def start_extra_worker(stack_dir: Path, n: int, overrides: dict[str, str] | None = None) -> None:
+    """One more `tickwheel worker` on the same settings (its own port), but for `overrides`: the lanes'
+    partitions are shared out among every worker of the consumer group."""
     name, port = f"worker-{n}", free_port()
-    saved = os.environ.get("TICKWHEEL_WORKER_PORT")
-    os.environ["TICKWHEEL_WORKER_PORT"] = str(port)  # process.spawn passes the environment on
+    own = {"TICKWHEEL_WORKER_PORT": str(port), **(overrides or {})}
+    saved = {key: os.environ.get(key) for key in own}
+    os.environ.update(own)  # process.spawn passes the environment on
     try:
         pid = process.spawn(stack_dir, name, [sys.executable, "-m", "tickwheel.cli", "worker"])
     finally:
-        if saved is None:
-            del os.environ["TICKWHEEL_WORKER_PORT"]
-        else:
-            os.environ["TICKWHEEL_WORKER_PORT"] = saved
+        for key, value in saved.items():
+            if value is None:
+                del os.environ[key]
+            else:
+                os.environ[key] = value
     (stack_dir / name / "port").write_text(str(port))
     deadline = time.monotonic() + 60
     while not ready(port):
@@ -177,6 +183,9 @@ def main() -> int:
     p_up.add_argument("--set", action="append", default=[], help="extra KEY=VALUE settings")
     p_up.add_argument("--own-cassandra", choices=("v1", "v2"), help="a private Cassandra with this Paxos variant")
     p_up.add_argument("--workers", type=int, default=1, help="worker processes (the lanes' partitions are shared)")
+    p_up.add_argument(
+        "--urgent-worker", action="store_true", help="one more worker for the urgent lane alone; the others skip it"
+    )
     p_up.set_defaults(func=up)
     p_down = sub.add_parser("down")
     p_down.add_argument("--all", action="store_true", help="also stop the private Cassandra")
