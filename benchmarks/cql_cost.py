@@ -25,6 +25,8 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import uvloop
+
 from api.wire import definition_document
 from benchmarks.fairshare_bench import quantile
 from benchmarks.peers.harness import cpu_seconds
@@ -115,7 +117,9 @@ async def drive(
 
 
 async def main_async(args: argparse.Namespace) -> dict[str, object]:
-    settings = CassandraSettings(hosts=(args.cassandra,), keyspace=args.keyspace, lwt_gc_grace_s=args.lwt_gc_grace_s)
+    settings = CassandraSettings(
+        hosts=(args.cassandra,), keyspace=args.keyspace, lwt_gc_grace_s=args.lwt_gc_grace_s, driver_io=args.driver_io
+    )
     await migrate(settings)
     store = await CassandraStore.connect(settings, driver_options=dict(kv.split("=", 1) for kv in args.set))
     await drive(store, args.rate, args.warmup, with_audit=args.audit)
@@ -128,6 +132,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, object]:
     return {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "set": args.set,
+        "driver_io": args.driver_io,
         "audit": args.audit,
         "runs": n,
         "runs_per_s": round(n / (t1 - t0), 1),
@@ -150,7 +155,8 @@ def main() -> None:
     p.add_argument("--set", action="append", default=[], help="driver option KEY=VALUE (CassandraStore.connect)")
     p.add_argument("--audit", action="store_true", help="each create writes its audit row too, as the API's does")
     p.add_argument("--lwt-gc-grace-s", type=int, default=0, help="cassandra.lwt_gc_grace_s (the stack's env: 900)")
-    print(json.dumps(asyncio.run(main_async(p.parse_args()))))
+    p.add_argument("--driver-io", choices=("libev", "loop"), default="libev", help="cassandra.driver_io")
+    print(json.dumps(uvloop.run(main_async(p.parse_args()))))  # the processes' loop (tickwheel.cli)
 
 
 if __name__ == "__main__":

@@ -54,6 +54,9 @@ class CassandraSettings:
     # migrate; 0 leaves them as created (Cassandra's 10 days). Under `paxos_state_purging: gc_grace` it is also how
     # long each LWT's Paxos state stays in system.paxos (docs/deploy.md "Cassandra nodes"; the dev stack: 900).
     lwt_gc_grace_s: int = 0
+    # Where the driver's connections do their I/O: `libev`, the driver's own thread, or `loop`, the process's event
+    # loop (tickwheel/store/loop_io.py: no thread crossing per request; no TLS).
+    driver_io: str = "libev"
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,6 +5,7 @@ overload: a 500 `KeyError: 'job_id'` on GET /v1/jobs, a 401 for a valid key, a 4
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -53,7 +54,9 @@ class FaultyStore(CassandraStore):
 
 @pytest.fixture
 async def faulty(settings: Settings) -> AsyncIterator[FaultyStore]:
-    plain = await CassandraStore.connect(settings.cassandra)
+    # on the driver's own I/O thread whatever the settings: `lose` waits for its statement synchronously, which a
+    # connection served by the awaiting loop (store.loop_io) could never answer
+    plain = await CassandraStore.connect(dataclasses.replace(settings.cassandra, driver_io="libev"))
     store = FaultyStore(plain.settings, plain._cluster, plain._session)
     yield store
     await store.close()

@@ -20,6 +20,7 @@ import base64
 import functools
 import logging
 import re
+import threading
 import weakref
 from collections.abc import Iterable, Sequence
 from types import ModuleType
@@ -46,10 +47,11 @@ from cassandra.protocol import ServerError
 from cassandra.query import BatchStatement, BatchType, PreparedStatement, dict_factory
 
 from tickwheel import metrics
-from tickwheel.errors import BatchTooLarge, Unavailable
+from tickwheel.errors import BatchTooLarge, SettingsError, Unavailable
 from tickwheel.settings import CassandraSettings, host_port
 from tickwheel.store.coordinators import WarmUpPolicy
 from tickwheel.store.grouping import GroupedBatches
+from tickwheel.store.loop_io import loop_connection_class
 from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
 from tickwheel.store.rounds import RoundBatches, RoundReads
 
@@ -123,7 +125,12 @@ class CassandraStore:
             retry_policy=RetryIdempotent(),
             speculative_execution_policy=ConstantSpeculativeExecutionPolicy(settings.request_timeout_s / 2, 1),
         )
+        if settings.driver_io not in ("libev", "loop"):
+            raise SettingsError(f"TICKWHEEL_CASSANDRA_DRIVER_IO={settings.driver_io!r}: libev or loop")
+        on_loop = settings.driver_io == "loop"
+        io = {"connection_class": loop_connection_class(asyncio.get_running_loop())} if on_loop else {}
         cluster = Cluster(
+            **io,
             contact_points=[h for h, _ in hosts],
             port=hosts[0][1],
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
@@ -415,16 +422,24 @@ def statement_kind(cql: str) -> str:
 async def _await(future: ResponseFuture, hosts: Sequence[str]) -> Any:
     """Bridge a driver ResponseFuture (completed on the driver's thread) to the running event loop."""
     loop = asyncio.get_running_loop()
+    here = threading.get_ident()
     done: asyncio.Future[Any] = loop.create_future()
     # The future keeps its callbacks, so they hold both futures weakly (the awaiting frame holds them strongly):
     # a strong reference would close a cycle (future -> callback -> done -> its ResultSet -> future).
     refs = (weakref.ref(done), weakref.ref(future))
 
+    # On the loop's own thread (connections served by the loop: store.loop_io) the answer is handed over at once.
     def on_result(_: Any) -> None:
-        loop.call_soon_threadsafe(_resolve, *refs, None)
+        if threading.get_ident() == here:
+            _resolve(*refs, None)
+        else:
+            loop.call_soon_threadsafe(_resolve, *refs, None)
 
     def on_error(exc: BaseException) -> None:
-        loop.call_soon_threadsafe(_resolve, *refs, exc)
+        if threading.get_ident() == here:
+            _resolve(*refs, exc)
+        else:
+            loop.call_soon_threadsafe(_resolve, *refs, exc)
 
     future.add_callbacks(on_result, on_error)
     try:
