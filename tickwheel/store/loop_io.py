@@ -5,7 +5,8 @@ With libev, every request crossed threads three times: the loop thread queued it
 answer under the GIL, then woke the loop back (`call_soon_threadsafe`). At a few hundred runs a second those
 crossings, the I/O thread's GIL hand-offs and its own loop were a fifth of a worker's CPU (BENCHMARKS.md "Where
 the processes' CPU goes at 200 runs/s"). Here a connection is an asyncio protocol of the loop that awaits the
-answers: a frame is written at once, an answer is decoded where it is awaited, a timer is the loop's own.
+answers: the frames of a loop round leave in one write, an answer is decoded where it is awaited, a timer is the
+loop's own.
 
 The driver still calls in from its other threads (its executor opens and replaces connections and runs the
 control connection's queries; its heartbeat thread sends OPTIONS; a closed connection fails its requests from
@@ -112,7 +113,7 @@ class LoopConnection(Connection):  # type: ignore[misc]  # the driver is untyped
         if self.ssl_context is not None or self.ssl_options:
             raise ConnectionShutdown("TLS connections are not served on the event loop; use cassandra.driver_io=libev")
         self._transport: asyncio.Transport | None = None
-        self._unsent: list[bytes] = []  # frames pushed before the transport was made
+        self._unsent: list[bytes] = []  # frames pushed in this loop round, or before the transport was made
         self._connect_socket()  # blocking, in the driver's thread that asked for the connection
         self._socket.setblocking(False)
         self._on_loop(self._attach)
@@ -140,12 +141,11 @@ class LoopConnection(Connection):  # type: ignore[misc]  # the driver is untyped
         if self.is_closed:
             transport.close()
             return
-        unsent, self._unsent = self._unsent, []
-        for frame in unsent:
-            transport.write(frame)
+        self._flush()
 
     def push(self, data: bytes) -> None:
-        """Send a frame: written at once on the loop's thread, handed to the loop from any other."""
+        """Send a frame: written at the end of the loop's round with the round's others, handed to the loop from
+        another thread."""
         if threading.get_ident() == self._loop_thread:
             self._write(data)
         else:
@@ -154,10 +154,17 @@ class LoopConnection(Connection):  # type: ignore[misc]  # the driver is untyped
     def _write(self, data: bytes) -> None:
         if self.is_closed:
             return
-        if self._transport is None:
-            self._unsent.append(data)
-        else:
-            self._transport.write(data)
+        self._unsent.append(data)
+        if self._transport is not None and len(self._unsent) == 1:
+            # The frames of one loop round leave in one write (the runs of a lane poll send their statements in
+            # the same round): one system call and, on the node, one read for all of them.
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        if self._transport is None or self.is_closed or not self._unsent:
+            return
+        unsent, self._unsent = self._unsent, []
+        self._transport.write(unsent[0] if len(unsent) == 1 else b"".join(unsent))
 
     def close(self) -> None:
         """Close the transport (on the loop) and fail what is still in flight."""
