@@ -57,6 +57,9 @@ class CassandraSettings:
     # Where the driver's connections do their I/O: `libev`, the driver's own thread, or `loop`, the process's event
     # loop (tickwheel/store/loop_io.py: no thread crossing per request; no TLS).
     driver_io: str = "libev"
+    # Group commit (store/grouping.py): a create's batch leaves alone while fewer than this many batches are in
+    # flight, else with the others queued behind them. Lower: more creates a batch, each waiting for an answer.
+    group_commit_below: int = 4
 
 
 @dataclass(frozen=True, slots=True)

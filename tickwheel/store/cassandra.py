@@ -97,7 +97,9 @@ class CassandraStore:
         self._columns: dict[str, frozenset[str]] = {}
         self._keys: dict[str, tuple[tuple[str, int], ...]] = {}  # a read's `column = ?` and their parameters
         self._intents: dict[str, bool] = {}  # conditional writes whose form store.retries does not understand
-        self._grouped = GroupedBatches(lambda rows, logged: self.batch(rows, logged=logged))
+        self._grouped = GroupedBatches(
+            lambda rows, logged: self.batch(rows, logged=logged), at_once_below=settings.group_commit_below
+        )
         self._rounds = RoundBatches(lambda rows: self.batch(rows, logged=False))
         self._round_reads: dict[str, RoundReads[Any, Row]] = {}  # by the grouped read's statement
         self._coordinators = coordinators  # told of the hosts that leave a request unanswered

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import gc
+import threading
 import uuid
 
+import pytest
+
+from tickwheel.errors import SettingsError
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
+from tickwheel.store.loop_io import LoopConnection
 
+NO_SUCH_ROW = "SELECT shard FROM shard_checkpoints WHERE shard = ?"
 NO_SUCH_CHECKPOINT = "UPDATE shard_checkpoints SET owner = ? WHERE shard = ? IF owner_epoch = 0"
 
 
@@ -33,10 +41,38 @@ async def test_the_comparison_options_reach_the_driver(settings: Settings) -> No
         await store.close()
 
 
-async def test_a_request_leaves_nothing_for_the_cyclic_collector(store: CassandraStore) -> None:
+async def test_connections_served_by_the_loop_answer_on_it_and_start_no_io_thread(settings: Settings) -> None:
+    before = {thread.name for thread in threading.enumerate()}
+    store = await CassandraStore.connect(dataclasses.replace(settings.cassandra, driver_io="loop"))
+    try:
+        assert issubclass(store._cluster.connection_class, LoopConnection)
+        answers = await asyncio.gather(*(store.execute(NO_SUCH_ROW, [n]) for n in range(200)))
+        assert answers == [[]] * 200  # many in flight at once, each answered with its own (empty) rows
+        assert (await store.execute("SELECT release_version FROM system.local"))[0]["release_version"]
+        started = {thread.name for thread in threading.enumerate()} - before
+        assert not any("libev" in name.lower() or "event_loop" in name.lower() for name in started), started
+    finally:
+        await store.close()
+
+
+async def test_an_unknown_driver_io_is_refused(settings: Settings) -> None:
+    with pytest.raises(SettingsError, match="DRIVER_IO"):
+        await CassandraStore.connect(dataclasses.replace(settings.cassandra, driver_io="threads"))
+
+
+@pytest.mark.parametrize("driver_io", ["libev", "loop"])
+async def test_a_request_leaves_nothing_for_the_cyclic_collector(settings: Settings, driver_io: str) -> None:
     """Each request's objects go when it is answered (by reference counting): the driver's future kept its timer,
     whose callback is the future, and our callbacks kept the awaited future and its rows, ~34 objects a request
     in cycles that cost the worker ~14 % of its CPU to collect (tickwheel/heap.py)."""
+    store = await CassandraStore.connect(dataclasses.replace(settings.cassandra, driver_io=driver_io))
+    try:
+        await _requests_leave_no_cycles(store)
+    finally:
+        await store.close()
+
+
+async def _requests_leave_no_cycles(store: CassandraStore) -> None:
     shard = 1_000_000 + uuid.uuid4().int % 1_000_000  # no such checkpoint: the condition fails, nothing is written
     await store.execute("SELECT release_version FROM system.local")
     requests = 100
