@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import socket
 import sys
 import time
@@ -101,6 +102,10 @@ def write_env(stack_dir: Path, servers: Path, name: str, extra: dict[str, str]) 
 
 
 def up(args: argparse.Namespace) -> int:
+    if not re.fullmatch(r"[a-z0-9_]+", args.name):
+        # CQL folds an unquoted keyspace name to lower case and the driver quotes it on USE: `--name L1` made
+        # tw_bench_l1 and then failed to connect to "tw_bench_L1"
+        raise SystemExit(f"--name {args.name!r}: lower-case letters, digits and _ only (it names the keyspace)")
     stack_dir = Path.cwd() / ".stack"
     extra = dict(pair.split("=", 1) for pair in args.set)
     if args.urgent_worker:
