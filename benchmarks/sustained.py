@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from cassandra import ReadFailure
 from cassandra.cluster import Cluster, Session
 from confluent_kafka import Consumer, TopicPartition
 
@@ -159,7 +160,13 @@ class Probe:
         sample = [r[0] for r in self._cql.execute(f"SELECT JSON * FROM {self.keyspace}.idempotency_keys LIMIT 200")]
         out: dict[str, float] = {t: round(v / max(len(run_ids), 1)) for t, v in sizes.items()}
         out["idempotency_keys"] = round(sum(map(len, sample)) / max(len(sample), 1))
-        bucket = [r[0] for r in self._cql.execute(f"SELECT JSON * FROM {self.keyspace}.runs_by_bucket LIMIT 200")]
+        try:
+            bucket = [r[0] for r in self._cql.execute(f"SELECT JSON * FROM {self.keyspace}.runs_by_bucket LIMIT 200")]
+        except ReadFailure:
+            # A delivered run's due and lease-check rows are deleted by its outcome (session 12): after ten minutes
+            # at 300 runs/s this scan from the ring's start met 100,000 tombstones first and the node refused it,
+            # which lost the step's whole result. The rows' size is a side figure: left out.
+            return out
         out["runs_by_bucket (x2: due row + lease-check row)"] = 2 * round(sum(map(len, bucket)) / max(len(bucket), 1))
         return out
 
