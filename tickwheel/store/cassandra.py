@@ -430,20 +430,14 @@ async def _await(future: ResponseFuture, hosts: Sequence[str]) -> Any:
     # a strong reference would close a cycle (future -> callback -> done -> its ResultSet -> future).
     refs = (weakref.ref(done), weakref.ref(future))
 
-    # On the loop's own thread (connections served by the loop: store.loop_io) the answer is handed over at once.
-    def on_result(_: Any) -> None:
-        if threading.get_ident() == here:
-            _resolve(*refs, None)
-        else:
-            loop.call_soon_threadsafe(_resolve, *refs, None)
-
-    def on_error(exc: BaseException) -> None:
+    def hand_over(exc: BaseException | None) -> None:
+        # On the loop's own thread (connections served by the loop: store.loop_io) the answer is handed over at once.
         if threading.get_ident() == here:
             _resolve(*refs, exc)
         else:
             loop.call_soon_threadsafe(_resolve, *refs, exc)
 
-    future.add_callbacks(on_result, on_error)
+    future.add_callbacks(lambda _: hand_over(None), hand_over)
     try:
         return await done
     except _UNAVAILABLE as exc:

@@ -127,7 +127,7 @@ class LoopConnection(Connection):  # type: ignore[misc]  # the driver is untyped
 
     def _attach(self) -> None:
         if self.is_closed:
-            self._socket.close()
+            self._close_transport()
             return
         made = self._loop.create_task(self._loop.create_connection(lambda: _Protocol(self), sock=self._socket))
         made.add_done_callback(self._attach_failed)
@@ -146,10 +146,7 @@ class LoopConnection(Connection):  # type: ignore[misc]  # the driver is untyped
     def push(self, data: bytes) -> None:
         """Send a frame: written at the end of the loop's round with the round's others, handed to the loop from
         another thread."""
-        if threading.get_ident() == self._loop_thread:
-            self._write(data)
-        else:
-            self._on_loop(self._write, data)
+        self._on_loop(self._write, data)
 
     def _write(self, data: bytes) -> None:
         if self.is_closed:
