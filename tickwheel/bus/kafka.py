@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 OFFSET_BEGINNING = -2
 OFFSET_END = -1
+NO_DELAY = {"socket.nagle.disable": True}
+"""The data plane's clients send a request as soon as it is written: librdkafka leaves Nagle's algorithm on, which holds
+a request written while an earlier one is unacknowledged until the broker's delayed ACK (up to 40 ms)."""
 GATHER_S = 0.005
 """How long a poll that waited for its first message waits for more, by default (`KafkaConsumer._consume`)."""
 
@@ -55,6 +58,7 @@ class KafkaProducer:
             "linger.ms": settings.linger_ms if linger_ms is None else linger_ms,
             "message.timeout.ms": int(settings.request_timeout_s * 1000),
             "socket.connection.setup.timeout.ms": 5000,
+            **NO_DELAY,
         }
         self._producer = Producer({**config, **(extra or {})})
         self._timeout_s = settings.request_timeout_s
@@ -146,6 +150,7 @@ class KafkaConsumer:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
+            **NO_DELAY,
         }
         self._consumer = Consumer({**config, **(extra or {})})
         self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="kafka-consumer")

@@ -20,6 +20,7 @@ import base64
 import functools
 import logging
 import re
+import socket
 import threading
 import weakref
 from collections.abc import Iterable, Sequence
@@ -58,6 +59,8 @@ from tickwheel.store.rounds import RoundBatches, RoundReads
 log = logging.getLogger(__name__)
 
 SERVER_VERSION = "SELECT release_version FROM system.local"
+NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
+"""Socket options of every driver connection: requests leave as soon as they are written (no Nagle)."""
 """The read every live node answers: readiness probes here and in the local stack."""
 
 Row = dict[str, Any]
@@ -137,6 +140,10 @@ class CassandraStore:
             port=hosts[0][1],
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=settings.connect_timeout_s,
+            # The driver leaves Nagle's algorithm on: a request written while an earlier one is unacknowledged waited
+            # for the node's delayed ACK, 40 ms, which capped one API process at ~400 creates/s with its CPU idle
+            # (BENCHMARKS.md, "Nagle's algorithm on the driver's sockets").
+            sockopts=NO_DELAY,
             protocol_version=int(options.get("protocol_version", 5)),
             # CQL frames are small (a run's rows are ~3 KB in all): compressing each one cost the driver 4-14 % of
             # its CPU per run and Cassandra nothing measurable either way (BENCHMARKS.md, "Cost per run, round 3").
