@@ -9,8 +9,8 @@ tenant, posts cron jobs from `--concurrency` connections for `--seconds`, prints
 With `--batch N` each request is a batch of N bodies; the rate counted is jobs created (items answered 201).
 `--keyed` sends an Idempotency-Key with every request (the keyed create: one LWT per job). The API process's CPU
 over the drive (user + system, from /proc) is printed per created job, and that of every `--cpu-of NAME=PID`
-(e.g. the Cassandra server). Rates are over the drive's whole time: requests are sent for `--seconds`, and the
-last ones (a batch of 500 takes seconds) end after it.
+(e.g. the Cassandra server), and the client's own. Rates are over the drive's whole time: requests are sent for
+`--seconds`, and the last ones (a batch of 500 takes seconds) end after it.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ async def main(args: argparse.Namespace) -> None:
     api = await start_api(args.port)
     try:
         url = f"http://127.0.0.1:{args.port}"
-        pids = {"api": api.pid, **dict(_named_pid(text) for text in args.cpu_of)}
+        # the client too: on one box what it spends encoding requests is CPU the API and the servers do not get
+        pids = {"api": api.pid, **dict(_named_pid(text) for text in args.cpu_of), "client": os.getpid()}
         cpu_before = {name: cpu_s(pid) for name, pid in pids.items()}
         started = time.monotonic()
         latencies, statuses = await drive(url, key, args.seconds, args.concurrency, args.batch, args.keyed)
