@@ -75,6 +75,12 @@ class KafkaSettings:
     # per message, each message that much later. `lane_linger_ms` is the dispatcher's, for the runs it fires.
     linger_ms: float = 2.0
     lane_linger_ms: float = 1.0
+    # How long a consumer's fetch waits at the broker for `fetch_min_bytes` to arrive (librdkafka's
+    # `fetch.wait.max.ms` and `fetch.min.bytes`). librdkafka's 1 byte answered a fetch per message or two at 300
+    # runs/s; waiting up to 20 ms answers one fetch per ~6 messages, for the broker and the worker 0.7x and 0.9x CPU
+    # per run and at most 20 ms more before a message is seen (BENCHMARKS.md "Kafka's fetches wait 20 ms").
+    fetch_wait_ms: int = 20
+    fetch_min_bytes: int = 65_536
 
 
 @dataclass(frozen=True, slots=True)

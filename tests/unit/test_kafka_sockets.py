@@ -1,4 +1,4 @@
-"""The Kafka adapter's data-plane clients are configured to send without Nagle's algorithm."""
+"""How the Kafka adapter configures its data-plane clients: no Nagle, fetches that wait for a little data."""
 
 from __future__ import annotations
 
@@ -37,3 +37,13 @@ def test_the_producer_and_the_consumer_disable_nagle(monkeypatch: pytest.MonkeyP
     assert len(Recorded.made) == 2
     assert all(config["socket.nagle.disable"] is True for config in Recorded.made)
     assert Recorded.made[1]["fetch.wait.max.ms"] == 100  # what a caller adds still reaches the client
+
+
+def test_a_consumer_fetches_with_the_configured_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    # librdkafka's defaults answer a fetch per message under a steady flow; the broker's cost is per fetch.
+    monkeypatch.setattr(kafka, "Consumer", Recorded)
+    Recorded.made = []
+    kafka.KafkaConsumer(KafkaSettings(fetch_wait_ms=7, fetch_min_bytes=1234), group_id="g")
+    assert Recorded.made[0]["fetch.wait.max.ms"] == 7
+    assert Recorded.made[0]["fetch.min.bytes"] == 1234
+    assert KafkaSettings().fetch_wait_ms == 20  # the default measured (BENCHMARKS.md "Kafka's fetches wait 20 ms")

@@ -150,6 +150,8 @@ class KafkaConsumer:
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
+            "fetch.wait.max.ms": settings.fetch_wait_ms,
+            "fetch.min.bytes": settings.fetch_min_bytes,
             **NO_DELAY,
         }
         self._consumer = Consumer({**config, **(extra or {})})
@@ -177,7 +179,7 @@ class KafkaConsumer:
     async def end_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """The next offset to be written in each partition (the high watermark). Asked on a consumer that fetches
         nothing: a broker answers a connection's requests in order, so on one with partitions assigned each query
-        waited behind the fetch long-poll (`fetch.wait.max.ms`, 500 ms), 2 s for the four near-term partitions of
+        waited behind the fetch long-poll (`fetch.wait.max.ms`, librdkafka's 500 ms then), 2 s for the four near-term partitions of
         a take-over (the dispatcher reads them before its first read of the shards)."""
 
         def read(consumer: Consumer) -> dict[int, int]:
