@@ -179,8 +179,8 @@ class KafkaConsumer:
     async def end_offsets(self, topic: str, partitions: Sequence[int]) -> dict[int, int]:
         """The next offset to be written in each partition (the high watermark). Asked on a consumer that fetches
         nothing: a broker answers a connection's requests in order, so on one with partitions assigned each query
-        waited behind the fetch long-poll (`fetch.wait.max.ms`, librdkafka's 500 ms then), 2 s for the four near-term partitions of
-        a take-over (the dispatcher reads them before its first read of the shards)."""
+        waited behind the fetch long-poll (`fetch.wait.max.ms`, librdkafka's 500 ms then), 2 s for the four
+        near-term partitions of a take-over (the dispatcher reads them before its first read of the shards)."""
 
         def read(consumer: Consumer) -> dict[int, int]:
             return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in partitions}
