@@ -59,9 +59,9 @@ from tickwheel.store.rounds import RoundBatches, RoundReads
 log = logging.getLogger(__name__)
 
 SERVER_VERSION = "SELECT release_version FROM system.local"
+"""The read every live node answers: readiness probes here and in the local stack."""
 NO_DELAY = [(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]
 """Socket options of every driver connection: requests leave as soon as they are written (no Nagle)."""
-"""The read every live node answers: readiness probes here and in the local stack."""
 
 Row = dict[str, Any]
 _CONDITION = re.compile(r"\bIF\b", re.IGNORECASE)
