@@ -48,6 +48,7 @@ from tickwheel.settings import Settings
 log = logging.getLogger(__name__)
 
 LAG_BOUND_S = 0.5
+WORST_WINDOWS = 6  # the start-lag windows a step prints, the worst p99 first
 CQL_VIEWS = ("coordinator_read_latency", "coordinator_write_latency", "local_read_latency", "local_write_latency")
 
 
@@ -242,6 +243,11 @@ async def step(system: ProbedSystem, rate: float, seconds: float, tenants: int, 
         "| held" if doc["held"] else "| NOT held",
     )
     print("  cpu ms/run:", doc["per_run"].get("cpu_ms"))
+    worst = sorted(result.lag_windows, key=lambda w: -w.get("p99", 0.0))[:WORST_WINDOWS]
+    print(
+        f"  worst {harness.LAG_WINDOW_S:.0f} s windows (offset s: lag p99/max ms):",
+        ", ".join(f"{w['offset_s']:.0f}: {1000 * w['p99']:.0f}/{1000 * w['max']:.0f}" for w in worst),
+    )
     print(
         "  cassandra ms/run by thread group:", doc["per_run"].get("cassandra_threads_ms"),
         "switches/run:", doc["per_run"].get("cassandra_switches"),

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 
 import requests
 
-from tickwheel.dev.checker import Call, Expected, Report, check, lag_summary
+from tickwheel.dev.checker import Call, Expected, Report, check, lag_by_window, lag_summary
 from tickwheel.dev.sink import Sink, SinkCall
 
 log = logging.getLogger(__name__)
@@ -37,6 +37,7 @@ RESULTS_DIR = REPO_ROOT / "benchmarks" / "results"
 WORK_DIR = REPO_ROOT / ".stack" / "bench"  # logs and pid files of the peer processes (gitignored)
 SINK_PATH_PREFIX = "/bench/"
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+LAG_WINDOW_S = 10.0  # the width of the start-lag windows a result keeps (`BenchResult.lag_windows`)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +143,7 @@ class BenchResult:
     cpu_s: float
     cpu_ms_per_run: float
     server_cpu_s: float
+    lag_windows: list[dict[str, float]] = field(default_factory=list)  # `lag_by_window`, LAG_WINDOW_S wide
 
     def line(self) -> str:
         lag = " ".join(f"{k}={v * 1000:.0f}ms" for k, v in self.lag_s.items())
@@ -332,6 +334,7 @@ def summarize(
         cpu_s=cpu_s[0],
         cpu_ms_per_run=1000 * cpu_s[0] / report.delivered if report.delivered else 0.0,
         server_cpu_s=cpu_s[1],
+        lag_windows=lag_by_window(submitted.expected, calls, LAG_WINDOW_S),
     )
 
 

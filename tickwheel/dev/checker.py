@@ -123,6 +123,26 @@ def lag_summary(lags: list[float]) -> dict[str, float]:
     return {"p50": statistics.median(ordered), "p99": p99, "max": ordered[-1]}
 
 
+def lag_by_window(expected: Iterable[Expected], calls: Iterable[Call], width_s: float) -> list[dict[str, float]]:
+    """Start lag per `width_s` window of due time, in order: where in a long run its tail came from (a p99 made of
+    a few bad windows is a pause; spread over all of them, a rate the box does not hold). Each window gives its
+    offset from the first due instant, its delivered runs and their lag's p50, p99 and max."""
+    due = {e.run_id: e.due_at for e in expected}
+    first: dict[uuid.UUID, datetime] = {}
+    for call in calls:
+        if call.run_id in due and 200 <= call.status < 300:
+            seen = first.get(call.run_id)
+            if seen is None or call.received_at < seen:
+                first[call.run_id] = call.received_at
+    if not first:
+        return []
+    start = min(due[rid] for rid in first)
+    windows: dict[int, list[float]] = defaultdict(list)
+    for rid, received in first.items():
+        windows[int((due[rid] - start).total_seconds() // width_s)].append((received - due[rid]).total_seconds())
+    return [{"offset_s": i * width_s, "runs": len(lags), **lag_summary(lags)} for i, lags in sorted(windows.items())]
+
+
 def _shift(at: datetime, seconds: float) -> datetime:
     return at + timedelta(seconds=seconds)
 
