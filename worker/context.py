@@ -6,10 +6,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from yarl import URL
-
 from schemas.messages import DueRun, HttpTarget, JobDefinition, KafkaTarget
-from tickwheel.egress import canonical_authority, canonical_host
+from tickwheel.egress import canonical_authority, canonical_host, parsed_url
 from tickwheel.settings import WorkerSettings
 from tickwheel.store.records import NewRun, Tenant
 from tickwheel.tenancy import TenantCache as TenantCache
@@ -42,7 +40,7 @@ class RunContext:
         target = self.definition.target
         if isinstance(target, KafkaTarget):
             return f"kafka:{target.topic}"
-        return canonical_host(URL(target.url).host or "-")
+        return canonical_host(parsed_url(target.url).host or "-")
 
     def flow_key(self) -> str:
         """What breakers and limits are keyed by: the target's host and port (`canonical_authority`), or the

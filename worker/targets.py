@@ -17,7 +17,7 @@ from yarl import URL
 from schemas.messages import HttpTarget, KafkaTarget
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.core.targets import PLATFORM_TOPIC_PREFIX, header_refusal, topic_refusal
-from tickwheel.egress import EgressPolicy, EgressResolver
+from tickwheel.egress import EgressPolicy, EgressResolver, parsed_url
 from tickwheel.errors import EgressRefused, Unavailable
 
 USER_AGENT = "tickwheel/0.1 (+https://www.standardwebhooks.com)"
@@ -65,7 +65,7 @@ class HttpCaller:
 
     async def call(self, target: HttpTarget, body: bytes, headers: Mapping[str, str]) -> CallResult:
         started = time.time()
-        url = URL(target.url)
+        url = parsed_url(target.url)
         refused = self._refusal(url) or _header_refusal(target)
         if refused is not None:
             return CallResult(started, time.time(), error=refused[0], detail=refused[1])
