@@ -17,7 +17,7 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,9 @@ class APSchedulerSystem:
         ]
         self._pid = harness.spawn_peer(SCHEDULER, argv)
         await self._wait_for(self.dir / "ready", 60.0)
+
+    async def prepare(self, tenants: Sequence[str]) -> None:
+        """Nothing to make: tenants are only paths of the sink's URL here."""
 
     async def schedule(self, plan: list[Planned], sink: Sink) -> Submitted:
         doc = {"runs": [r.to_json() for r in plan], "urls": {r.tenant: harness.sink_url(sink, r.tenant) for r in plan}}

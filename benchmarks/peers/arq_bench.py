@@ -18,6 +18,7 @@ import json
 import os
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
@@ -83,6 +84,9 @@ class ArqSystem:
         self._pid = harness.spawn_peer(WORKER, argv)
         self._pool = await create_pool(RedisSettings.from_dsn(REDIS_URL), default_queue_name=QUEUE)
         await _wait_worker(self._pid)
+
+    async def prepare(self, tenants: Sequence[str]) -> None:
+        """Nothing to make: tenants are only paths of the sink's URL here."""
 
     async def schedule(self, plan: list[Planned], sink: Sink) -> Submitted:
         pool = self._pool

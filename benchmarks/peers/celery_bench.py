@@ -14,6 +14,7 @@ import asyncio
 import os
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import redis
@@ -93,6 +94,9 @@ class CelerySystem:
         ]
         self._pid = harness.spawn_peer(WORKER, argv)
         await asyncio.to_thread(_wait_worker, self._pid)
+
+    async def prepare(self, tenants: Sequence[str]) -> None:
+        """Nothing to make: tenants are only paths of the sink's URL here."""
 
     async def schedule(self, plan: list[Planned], sink: Sink) -> Submitted:
         async def submit(run: Planned) -> Expected:

@@ -15,7 +15,7 @@ import argparse
 import asyncio
 import sys
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 
 import aiohttp
@@ -93,6 +93,10 @@ class TickwheelSystem:
         if not ready:
             await self.stop()
             raise RuntimeError(f"the tickwheel API at {self.api_url} is not ready: start it with `tickwheel up`")
+
+    async def prepare(self, tenants: Sequence[str]) -> None:
+        """The tenants and their API keys, made before the plan's clock starts (a CLI process each)."""
+        await self._ensure_tenants(list(tenants))
 
     async def schedule(self, plan: list[Planned], sink: Sink) -> Submitted:
         await self._ensure_tenants(sorted({r.tenant for r in plan}))

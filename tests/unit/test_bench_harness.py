@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import gc
 import os
 import signal
 import subprocess
 import sys
 import time
+import types
 import uuid
 from datetime import UTC, datetime, timedelta
 
@@ -87,6 +90,32 @@ async def test_a_run_handed_over_after_its_due_instant_counts_as_late() -> None:
         return Expected(run.run_id, run.tenant, run.due_at)
 
     assert (await harness.paced_submit(plan, submit)).late == 1
+
+
+async def test_waiting_for_deliveries_ends_once_every_run_has_a_2xx_call_however_they_come() -> None:
+    runs = [Expected(uuid.uuid4(), "t0", START) for _ in range(3)]
+    sink = types.SimpleNamespace(calls=[sink_call("/bench/t0", str(runs[0].run_id))])
+
+    async def deliver_the_rest() -> None:
+        await asyncio.sleep(0.6)  # after the first look: the next looks read only what came since
+        sink.calls.append(sink_call("/bench/t0", str(runs[1].run_id), status=500))
+        await asyncio.sleep(0.6)
+        sink.calls += [sink_call("/bench/t0", str(r.run_id)) for r in runs[1:]]
+
+    started = time.monotonic()
+    delivering = asyncio.create_task(deliver_the_rest())
+    await harness.wait_delivered(sink, runs, datetime.now(UTC) + timedelta(seconds=10))  # type: ignore[arg-type]
+    await delivering
+    assert 1.1 < time.monotonic() - started < 5.0
+
+
+def test_steady_collector_makes_no_full_collection_inside_and_gives_the_thresholds_back() -> None:
+    before = gc.get_threshold()
+    with harness.steady_collector():
+        assert gc.get_threshold()[2] == harness.NO_FULL_COLLECTION
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
 
 
 def test_cpu_seconds_count_a_process_and_its_children() -> None:
