@@ -13,10 +13,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import msgspec
 from cassandra.util import uuid_from_time
 
 from tickwheel.store.cassandra import CassandraStore
 from tickwheel.store.times import aware, read_at
+
+_JSON = msgspec.json.Encoder()
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,8 +54,8 @@ def change_row(change: JobChangeRecord, ttl_s: int) -> tuple[str, list[Any]]:
         change.version,
         change.action,
         change.key_id,
-        json.dumps(change.diff),
-        json.dumps(change.detail),
+        _JSON.encode(change.diff).decode(),  # msgspec: a create's diff is its whole definition, written per create
+        _JSON.encode(change.detail).decode(),
         ttl_s,
     ]
     return INSERT_CHANGE, values
