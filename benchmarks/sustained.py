@@ -12,7 +12,7 @@ does not cap the measurement (every run calls the one sink host, 127.0.0.1):
     TICKWHEEL_WORKER_TARGET_CONCURRENCY=100000 TICKWHEEL_WORKER_TARGET_RATE_PER_S=1000000 \
       TICKWHEEL_WORKER_TENANT_CONCURRENCY=100000 .venv/bin/tickwheel up
     .venv/bin/python -m benchmarks.sustained --rates 20,40,80,120 --seconds 75
-    .venv/bin/python -m benchmarks.sustained --rates 60 --seconds 600      # the confirmation run
+    .venv/bin/python -m benchmarks.sustained --rates 60 --seconds 600 --warmup 60   # the confirmation run
 """
 
 from __future__ import annotations
@@ -286,6 +286,9 @@ async def search(args: argparse.Namespace) -> list[dict[str, Any]]:
     try:
         if args.idle:
             steps.append(await idle(probe, args.idle))
+        if args.warmup and args.rates:
+            print(f"warm-up: {args.warmup:.0f} s at {args.rates[0]:g} runs/s, not a step of the search")
+            steps.append({**await step(system, args.rates[0], args.warmup, args.tenants, args.drain), "warmup": True})
         for rate in args.rates:
             steps.append(await step(system, rate, args.seconds, args.tenants, args.drain))
             if not steps[-1]["held"] and not args.keep_going:
@@ -303,6 +306,10 @@ def main() -> int:
     p.add_argument("--drain", type=float, default=30.0, help="seconds to wait for calls after the last due")
     p.add_argument("--concurrency", type=int, default=64, help="creates in flight")
     p.add_argument("--idle", type=float, default=0.0, help="first measure this many seconds with no runs")
+    p.add_argument(
+        "--warmup", type=float, default=0.0,
+        help="first run this many seconds at the first rate, reported apart (the JVMs' compilers, the caches)",
+    )  # fmt: skip
     p.add_argument("--keep-going", action="store_true", help="run every rate even after one did not hold")
     args = p.parse_args()
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
