@@ -24,7 +24,8 @@ NAME = "cassandra"
 NATIVE_PORT = 19042
 STORAGE_PORT = 17000
 HEAP = "1g"
-# A cluster node: three of them and the platform share a 2-core box with other work.
+# A node of a cluster of several: three of them and the platform share a 2-core box with other work. A cluster of
+# one (`--nodes 1`, the benchmarks' private servers) has the single stack's heap.
 NODE_HEAP = "640m"
 CLUSTER_NATIVE_PORT = 29042
 CLUSTER_STORAGE_PORT = 27000
@@ -316,6 +317,6 @@ def node_spec(hosts: Sequence[str], index: int) -> ServerSpec:
         endpoint=f"{hosts[index]}:{CLUSTER_NATIVE_PORT}",
         timeout_s=300.0,
         prepare=partial(prepare, name=name, yaml=yaml),
-        command=partial(command, name=name, heap=NODE_HEAP),
+        command=partial(command, name=name, heap=HEAP if len(hosts) == 1 else NODE_HEAP),
         probe=partial(probe, ring=len(hosts)),
     )

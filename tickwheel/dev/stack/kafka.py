@@ -230,6 +230,6 @@ def node_spec(hosts: Sequence[str], index: int) -> ServerSpec:
         endpoint=f"{hosts[index]}:{CLUSTER_BROKER_PORT}",
         timeout_s=180.0,
         prepare=partial(_prepare_node, hosts=hosts, index=index),
-        command=partial(command, name=name, heap=tuple(NODE_HEAP)),
+        command=partial(command, name=name, heap=tuple(_HEAP if len(hosts) == 1 else NODE_HEAP)),
         probe=probe,
     )
