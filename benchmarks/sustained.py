@@ -188,7 +188,6 @@ class ProbedSystem(TickwheelSystem):
         self.submitted = Submitted()
 
     async def schedule(self, plan: list[Planned], sink: Sink) -> Submitted:
-        await self._ensure_tenants(sorted({r.tenant for r in plan}))
         self.before = await asyncio.to_thread(self.probe.snapshot)
         self.submitted = await super().schedule(plan, sink)
         return self.submitted
