@@ -176,7 +176,29 @@ def down(args: argparse.Namespace) -> int:
         print(f"{name}: {'stopped' if process.terminate(stack_dir, name) else 'not running'}")
         if name.startswith("worker-"):
             (stack_dir / name / "port").unlink(missing_ok=True)  # the next `up` may run fewer workers
+    env = stack_dir / "env"
+    if not args.keep and env.exists() and not (args.all and not (stack_dir / "cassandra").is_symlink()):
+        asyncio.run(drop_namespace(Settings.from_env(env_file=env)))
     return 0
+
+
+async def drop_namespace(settings: Settings) -> None:
+    """Drop the platform's keyspace and delete its topics, on servers that outlive it. Kept, they stayed on the
+    benchmarks' reused servers: after ~40 platforms Cassandra's Paxos bookkeeping, every 5 minutes, merged the
+    uncommitted-state files of each of their ~160 LWT tables and ran its auto repair over them, a burst of work in
+    the middle of every later measurement (BENCHMARKS.md, session 16)."""
+    from tickwheel.bus.kafka import delete_topics
+    from tickwheel.store.cassandra import CassandraStore
+
+    keyspace = settings.cassandra.keyspace
+    admin = await CassandraStore.connect(settings.cassandra, keyspace=False)
+    try:
+        await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        print(f"keyspace {keyspace}: dropped")
+    finally:
+        await admin.close()
+    deleted = await delete_topics(settings.kafka, settings.kafka.topic_prefix)
+    print(f"topics {settings.kafka.topic_prefix}*: {len(deleted)} deleted")
 
 
 def main() -> int:
@@ -194,6 +216,7 @@ def main() -> int:
     p_up.set_defaults(func=up)
     p_down = sub.add_parser("down")
     p_down.add_argument("--all", action="store_true", help="also stop the private Cassandra")
+    p_down.add_argument("--keep", action="store_true", help="keep the keyspace and topics (a post-mortem)")
     p_down.set_defaults(func=down)
     args = p.parse_args()
     return int(args.func(args))
