@@ -158,6 +158,31 @@ async def test_a_row_written_after_its_minute_last_rescan_and_never_announced_is
     assert await scene.engine.horizon.rescan() == 0  # fired, so not again
 
 
+async def test_a_rescan_warns_only_of_runs_it_found_already_due(scene: Scene, caplog: pytest.LogCaptureFixture) -> None:
+    """A run found before it is due (its announcement still on the way) fires on time: noted, not a warning; one
+    found when already due was delivered late, which someone must look at."""
+    first = await a_run(scene, NOW + timedelta(seconds=1))
+    await scene.own(first.shard)
+    ahead = await a_run(scene, NOW + timedelta(seconds=20), shard=first.shard)  # due 12:00:50, not announced
+    with caplog.at_level(logging.INFO, logger="dispatcher.horizon"):
+        assert await scene.engine.horizon.rescan() == 1  # 12:00:30
+    assert [(r.levelno, r.getMessage().split(":")[0]) for r in caplog.records] == [
+        (
+            logging.INFO,
+            "rescan found 1 runs that neither the preload nor the near-term topic delivered, 0 already due",
+        )
+    ]
+    await scene.fire(NOW + timedelta(seconds=21))
+    caplog.clear()
+    late = await a_run(scene, NOW + timedelta(seconds=22), shard=first.shard)  # due 12:00:52, not announced
+    scene.now = NOW + timedelta(seconds=25)  # 12:00:55: found three seconds late
+    with caplog.at_level(logging.INFO, logger="dispatcher.horizon"):
+        assert await scene.engine.horizon.rescan() == 1
+    assert [r.levelno for r in caplog.records] == [logging.WARNING]
+    assert f"1 already due: {late.run_id} run #0" in caplog.records[0].getMessage()
+    assert str(ahead.run_id) not in caplog.records[0].getMessage()
+
+
 async def test_a_rescan_reads_names_and_whole_rows_only_of_the_shards_holding_a_row_the_wheel_does_not_know(
     scene: Scene, monkeypatch: pytest.MonkeyPatch
 ) -> None:
