@@ -27,15 +27,19 @@ def test_every_run_called_once_on_time_is_a_clean_report() -> None:
     assert round(report.lag_s["p50"], 3) == 0.2
 
 
-def test_lag_by_window_puts_each_run_in_the_window_of_its_due_time_with_its_first_successful_call() -> None:
+def test_lag_by_window_puts_each_delivered_run_in_the_window_of_its_due_time_with_the_lag_check_gives_it() -> None:
     runs = expected(30)  # due one a second
     calls = [call_for(r, after_s=0.1) for r in runs[:10]] + [call_for(r, after_s=2.0) for r in runs[10:20]]
-    calls += [call_for(runs[20], status=500, after_s=0.0), call_for(runs[20], after_s=0.3)]  # the 2xx counts
+    calls += [call_for(runs[20], status=500, after_s=0.2), call_for(runs[20], after_s=0.3)]  # started at its 500
     calls += [call_for(runs[21], after_s=0.5), call_for(runs[21], after_s=9.0)]  # the first of two counts
+    calls += [call_for(runs[22], status=500, after_s=0.1)]  # never answered 2xx: lost, in no window
     windows = lag_by_window(runs, calls, 10.0)
     assert [(w["offset_s"], w["runs"]) for w in windows] == [(0.0, 10), (10.0, 10), (20.0, 2)]
     assert [round(w["p99"], 3) for w in windows] == [0.1, 2.0, 0.5]
-    assert round(windows[2]["p50"], 3) == 0.4
+    assert round(windows[2]["p50"], 3) == 0.35
+    report = check(runs, calls, now=T0 + timedelta(minutes=1))
+    assert report.delivered == sum(w["runs"] for w in windows)
+    assert report.lag_s["max"] == max(w["max"] for w in windows)
 
 
 def test_a_run_never_answered_2xx_is_lost() -> None:

@@ -79,6 +79,37 @@ class Report:
 def check(expected: Iterable[Expected], calls: Iterable[Call], *, now: datetime, early_slack_s: float = 0.0) -> Report:
     """Compare accepted runs due before `now` with the calls received."""
     due = {e.run_id: e for e in expected if e.due_at <= now}
+    sorted_calls = _calls_by_run(due, calls)
+    by_run = sorted_calls.by_run
+    delivered = _delivered(due, by_run)
+    successes = Counter({rid: sum(200 <= c.status < 300 for c in cs) for rid, cs in by_run.items()})
+    early = [
+        rid for rid, cs in by_run.items() if min(c.received_at for c in cs) < _shift(due[rid].due_at, -early_slack_s)
+    ]
+    return Report(
+        expected=len(due),
+        delivered=len(delivered),
+        lost=[rid for rid in due if rid not in delivered],
+        duplicates={rid: n - 1 for rid, n in successes.items() if n > 1},
+        early=early,
+        invalid_signatures=sorted_calls.invalid_signatures,
+        cross_tenant=sorted_calls.cross_tenant,
+        unexpected=sorted_calls.unexpected,
+        lag_s=lag_summary(sorted(_start_lag_s(due[rid], cs) for rid, cs in delivered.items())),
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _SortedCalls:
+    """The calls to each expected run (from its own tenant), and the count of each kind of call set aside."""
+
+    by_run: dict[uuid.UUID, list[Call]]
+    invalid_signatures: int
+    cross_tenant: int
+    unexpected: int
+
+
+def _calls_by_run(due: Mapping[uuid.UUID, Expected], calls: Iterable[Call]) -> _SortedCalls:
     by_run: dict[uuid.UUID, list[Call]] = defaultdict(list)
     invalid = cross = unexpected = 0
     for call in calls:
@@ -91,27 +122,20 @@ def check(expected: Iterable[Expected], calls: Iterable[Call], *, now: datetime,
             cross += 1
             continue
         by_run[call.run_id].append(call)  # type: ignore[index]
-    delivered = {
-        rid: cs for rid, cs in by_run.items() if not due[rid].succeeds or any(200 <= c.status < 300 for c in cs)
-    }
-    successes = Counter({rid: sum(200 <= c.status < 300 for c in cs) for rid, cs in by_run.items()})
-    early = [
-        rid for rid, cs in by_run.items() if min(c.received_at for c in cs) < _shift(due[rid].due_at, -early_slack_s)
-    ]
-    lags = sorted(
-        (min(c.received_at for c in cs) - due[rid].due_at).total_seconds() for rid, cs in delivered.items()
-    )
-    return Report(
-        expected=len(due),
-        delivered=len(delivered),
-        lost=[rid for rid in due if rid not in delivered],
-        duplicates={rid: n - 1 for rid, n in successes.items() if n > 1},
-        early=early,
-        invalid_signatures=invalid,
-        cross_tenant=cross,
-        unexpected=unexpected,
-        lag_s=lag_summary(lags),
-    )
+    return _SortedCalls(by_run, invalid, cross, unexpected)
+
+
+def _delivered(
+    due: Mapping[uuid.UUID, Expected], by_run: Mapping[uuid.UUID, list[Call]]
+) -> dict[uuid.UUID, list[Call]]:
+    """The runs delivered: answered 2xx, or called at all when the run is not meant to succeed."""
+    return {rid: cs for rid, cs in by_run.items() if not due[rid].succeeds or any(200 <= c.status < 300 for c in cs)}
+
+
+def _start_lag_s(run: Expected, calls: list[Call]) -> float:
+    """A delivered run's start lag: from its due time to its first call, whatever that call answered (the
+    scheduler started it then; a target's failure is not the scheduler's lateness)."""
+    return (min(c.received_at for c in calls) - run.due_at).total_seconds()
 
 
 def lag_summary(lags: list[float]) -> dict[str, float]:
@@ -126,20 +150,17 @@ def lag_summary(lags: list[float]) -> dict[str, float]:
 def lag_by_window(expected: Iterable[Expected], calls: Iterable[Call], width_s: float) -> list[dict[str, float]]:
     """Start lag per `width_s` window of due time, in order: where in a long run its tail came from (a p99 made of
     a few bad windows is a pause; spread over all of them, a rate the box does not hold). Each window gives its
-    offset from the first due instant, its delivered runs and their lag's p50, p99 and max."""
-    due = {e.run_id: e.due_at for e in expected}
-    first: dict[uuid.UUID, datetime] = {}
-    for call in calls:
-        if call.run_id in due and 200 <= call.status < 300:
-            seen = first.get(call.run_id)
-            if seen is None or call.received_at < seen:
-                first[call.run_id] = call.received_at
-    if not first:
+    offset from the first due instant, its delivered runs and their lag's p50, p99 and max: the lag `check`
+    summarises, of the same runs."""
+    due = {e.run_id: e for e in expected}
+    delivered = _delivered(due, _calls_by_run(due, calls).by_run)
+    if not delivered:
         return []
-    start = min(due[rid] for rid in first)
+    start = min(due[rid].due_at for rid in delivered)
     windows: dict[int, list[float]] = defaultdict(list)
-    for rid, received in first.items():
-        windows[int((due[rid] - start).total_seconds() // width_s)].append((received - due[rid]).total_seconds())
+    for rid, cs in delivered.items():
+        offset = int((due[rid].due_at - start).total_seconds() // width_s)
+        windows[offset].append(_start_lag_s(due[rid], cs))
     return [{"offset_s": i * width_s, "runs": len(lags), **lag_summary(lags)} for i, lags in sorted(windows.items())]
 
 
