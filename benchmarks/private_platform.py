@@ -169,16 +169,15 @@ def start_extra_worker(stack_dir: Path, n: int, overrides: dict[str, str] | None
 
 def down(args: argparse.Namespace) -> int:
     stack_dir = Path.cwd() / ".stack"
-    names = [*extra_workers(stack_dir), *reversed(PROCESSES)]
-    if args.all and not (stack_dir / "cassandra").is_symlink():
-        names.append("cassandra")  # only a private one: the shared servers are linked, never stopped here
-    for name in names:
+    for name in [*extra_workers(stack_dir), *reversed(PROCESSES)]:
         print(f"{name}: {'stopped' if process.terminate(stack_dir, name) else 'not running'}")
         if name.startswith("worker-"):
             (stack_dir / name / "port").unlink(missing_ok=True)  # the next `up` may run fewer workers
     env = stack_dir / "env"
-    if not args.keep and env.exists() and not (args.all and not (stack_dir / "cassandra").is_symlink()):
+    if not args.keep and env.exists():  # the platform's processes are gone: nothing writes to it any more
         asyncio.run(drop_namespace(Settings.from_env(env_file=env)))
+    if args.all and not (stack_dir / "cassandra").is_symlink():  # only a private one: shared servers are linked
+        print(f"cassandra: {'stopped' if process.terminate(stack_dir, 'cassandra') else 'not running'}")
     return 0
 
 
@@ -190,15 +189,20 @@ async def drop_namespace(settings: Settings) -> None:
     from tickwheel.bus.kafka import delete_topics
     from tickwheel.store.cassandra import CassandraStore
 
-    keyspace = settings.cassandra.keyspace
-    admin = await CassandraStore.connect(settings.cassandra, keyspace=False)
-    try:
-        await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {keyspace}")
+    keyspace, prefix = settings.cassandra.keyspace, settings.kafka.topic_prefix
+    try:  # the servers may be down: what is left is only garbage, and `down` still stops what it started
+        admin = await CassandraStore.connect(settings.cassandra, keyspace=False)
+        try:
+            await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {keyspace}")
+        finally:
+            await admin.close()
         print(f"keyspace {keyspace}: dropped")
-    finally:
-        await admin.close()
-    deleted = await delete_topics(settings.kafka, settings.kafka.topic_prefix)
-    print(f"topics {settings.kafka.topic_prefix}*: {len(deleted)} deleted")
+    except Exception as exc:
+        print(f"keyspace {keyspace}: not dropped ({exc})")
+    try:
+        print(f"topics {prefix}*: {len(await delete_topics(settings.kafka, prefix))} deleted")
+    except Exception as exc:
+        print(f"topics {prefix}*: not deleted ({exc})")
 
 
 def main() -> int:
