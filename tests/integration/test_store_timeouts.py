@@ -6,6 +6,7 @@ overload: a 500 `KeyError: 'job_id'` on GET /v1/jobs, a 401 for a valid key, a 4
 from __future__ import annotations
 
 import dataclasses
+import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime, timedelta
@@ -68,23 +69,34 @@ async def a_run(store: CassandraStore) -> NewRun:
     return run
 
 
-async def test_a_claim_whose_answer_was_lost_after_it_applied_counts_as_applied(faulty: FaultyStore) -> None:
+async def test_a_claim_whose_answer_was_lost_after_it_applied_counts_as_applied(
+    faulty: FaultyStore, caplog: pytest.LogCaptureFixture
+) -> None:
     run = await a_run(faulty)
     now = datetime.now(UTC)
     faulty.lose = runs.CLAIM
-    claimed = await runs.claim(faulty, run, 0, "worker-a", now + timedelta(seconds=60), now)
+    with caplog.at_level(logging.INFO, logger="tickwheel.store.cassandra"):
+        claimed = await runs.claim(faulty, run, 0, "worker-a", now + timedelta(seconds=60), now)
     assert faulty.sends == 1  # settled by the SERIAL read, not sent again (it would answer "not applied")
     assert claimed.applied
     found = await runs.get_run(faulty, run.run_id)
     assert found is not None and found.status is RunStatus.RUNNING and found.worker == "worker-a"
+    [record] = [r for r in caplog.records if r.name == "tickwheel.store.cassandra"]
+    assert record.levelno == logging.WARNING and "OperationTimedOut" in record.getMessage()  # what failed, named
 
 
-async def test_a_claim_that_failed_before_it_applied_is_sent_again_and_applies(faulty: FaultyStore) -> None:
+async def test_a_claim_that_failed_before_it_applied_is_sent_again_and_applies(
+    faulty: FaultyStore, caplog: pytest.LogCaptureFixture
+) -> None:
     run = await a_run(faulty)
     now = datetime.now(UTC)
     faulty.refuse = runs.CLAIM
-    claimed = await runs.claim(faulty, run, 0, "worker-b", now + timedelta(seconds=60), now)
+    with caplog.at_level(logging.INFO, logger="tickwheel.store.cassandra"):
+        claimed = await runs.claim(faulty, run, 0, "worker-b", now + timedelta(seconds=60), now)
     assert claimed.applied and faulty.sends == 1
+    [record] = [r for r in caplog.records if r.name == "tickwheel.store.cassandra"]
+    assert record.levelno == logging.INFO and "had not applied; sent again" in record.getMessage()
+    assert "OperationTimedOut" in record.getMessage()
 
 
 async def test_a_claim_lost_after_another_worker_won_is_not_taken_for_ours(faulty: FaultyStore) -> None:

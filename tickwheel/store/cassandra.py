@@ -235,15 +235,18 @@ class CassandraStore:
             try:
                 rows = await self.execute(cql, params)
                 break
-            except Unavailable:
+            except Unavailable as exc:
                 intent = self._intent(cql, params)
                 if intent is None or sends == LWT_TRIES:
                     raise
                 state = await self._read_serial(intent)
                 metrics.lwt_settled.labels("applied" if intent.shows(state) else "sent_again").inc()
+                # what failed (a coordinator's timeout, a node gone): its cause, for a stall to be traced
+                cause = f"{exc}: {exc.__cause__!r}" if exc.__cause__ is not None else str(exc)
                 if intent.shows(state):
-                    log.warning("a conditional write that failed had applied (its row shows it): %s", cql)
+                    log.warning("a conditional write that failed (%s) had applied (its row shows it): %s", cause, cql)
                     return True, state or {}
+                log.info("a conditional write that failed (%s) had not applied; sent again: %s", cause, cql)
         row = rows[0] if rows else {"[applied]": False}
         return bool(row.get("[applied]")), row
 
