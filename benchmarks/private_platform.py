@@ -187,15 +187,11 @@ async def drop_namespace(settings: Settings) -> None:
     uncommitted-state files of each of their ~160 LWT tables and ran its auto repair over them, a burst of work in
     the middle of every later measurement (BENCHMARKS.md, session 16)."""
     from tickwheel.bus.kafka import delete_topics
-    from tickwheel.store.cassandra import CassandraStore
+    from tickwheel.store.migrate import drop_keyspace
 
     keyspace, prefix = settings.cassandra.keyspace, settings.kafka.topic_prefix
     try:  # the servers may be down: what is left is only garbage, and `down` still stops what it started
-        admin = await CassandraStore.connect(settings.cassandra, keyspace=False)
-        try:
-            await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {keyspace}")
-        finally:
-            await admin.close()
+        await drop_keyspace(settings.cassandra)
         print(f"keyspace {keyspace}: dropped")
     except Exception as exc:
         print(f"keyspace {keyspace}: not dropped ({exc})")

@@ -157,18 +157,12 @@ async def drop_keyspace(test_settings: Settings) -> None:
     TICKWHEEL_ name: those must all be settings)."""
     if os.environ.get("TW_TEST_KEEP_KEYSPACE") == "1":
         return
-    from tickwheel.store.cassandra import CassandraStore
+    from tickwheel.store import migrate
 
     try:
-        admin = await CassandraStore.connect(test_settings.cassandra, keyspace=False)
-    except Exception:  # the servers may be gone by now; the keyspace is only garbage
-        return
-    try:
-        await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {test_settings.cassandra.keyspace}")
-    except Exception as exc:
+        await migrate.drop_keyspace(test_settings.cassandra)
+    except Exception as exc:  # the servers may be gone by now; the keyspace is only garbage
         print(f"could not drop keyspace {test_settings.cassandra.keyspace}: {exc}")
-    finally:
-        await admin.close()
 
 
 @contextlib.asynccontextmanager

@@ -68,6 +68,15 @@ async def migrate(settings: CassandraSettings) -> list[int]:
         await store.close()
 
 
+async def drop_keyspace(settings: CassandraSettings) -> None:
+    """Drop `settings.keyspace` and everything in it (a test run's or a benchmark platform's, when it ends)."""
+    admin = await CassandraStore.connect(settings, keyspace=False)
+    try:
+        await admin.execute_raw(f"DROP KEYSPACE IF EXISTS {settings.keyspace}")
+    finally:
+        await admin.close()
+
+
 # The tables every delivered run writes with LWTs (the create, the claim, the outcome; the checkpoints of its
 # shard). Their gc_grace_seconds bounds how long `paxos_state_purging: gc_grace` keeps each LWT's Paxos state; the
 # tables whose deletes matter more than their rare LWTs (jobs_by_name, idempotency_keys) keep Cassandra's default.
