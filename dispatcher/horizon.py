@@ -159,7 +159,8 @@ class Horizon:
             # A run found before it is due still fires on time: most are rows written just before the read, whose
             # announcement was on its way (every step's start at 300 runs/s warned of a few). Only runs found
             # already due were delivered late, which is what someone must look at.
-            late = [run for run in missed if run.fire_at_ms <= epoch_ms(now)]
+            now_ms = epoch_ms(now)
+            late = [run for run in missed if run.fire_at_ms <= now_ms]
             log.log(
                 logging.WARNING if late else logging.INFO,
                 "rescan found %d runs that neither the preload nor the near-term topic delivered, %d already due: %s",

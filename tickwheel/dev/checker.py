@@ -83,9 +83,7 @@ def check(expected: Iterable[Expected], calls: Iterable[Call], *, now: datetime,
     by_run = sorted_calls.by_run
     delivered = _delivered(due, by_run)
     successes = Counter({rid: sum(200 <= c.status < 300 for c in cs) for rid, cs in by_run.items()})
-    early = [
-        rid for rid, cs in by_run.items() if min(c.received_at for c in cs) < _shift(due[rid].due_at, -early_slack_s)
-    ]
+    early = [rid for rid, cs in by_run.items() if _first_call_at(cs) < _shift(due[rid].due_at, -early_slack_s)]
     return Report(
         expected=len(due),
         delivered=len(delivered),
@@ -132,10 +130,15 @@ def _delivered(
     return {rid: cs for rid, cs in by_run.items() if not due[rid].succeeds or any(200 <= c.status < 300 for c in cs)}
 
 
+def _first_call_at(calls: list[Call]) -> datetime:
+    """When a run was first called, whatever that call answered: where its start lag ends, and what is early."""
+    return min(c.received_at for c in calls)
+
+
 def _start_lag_s(run: Expected, calls: list[Call]) -> float:
-    """A delivered run's start lag: from its due time to its first call, whatever that call answered (the
-    scheduler started it then; a target's failure is not the scheduler's lateness)."""
-    return (min(c.received_at for c in calls) - run.due_at).total_seconds()
+    """A delivered run's start lag: from its due time to its first call (the scheduler started it then; a target's
+    failure is not the scheduler's lateness)."""
+    return (_first_call_at(calls) - run.due_at).total_seconds()
 
 
 def lag_summary(lags: list[float]) -> dict[str, float]:
