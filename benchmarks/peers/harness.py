@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 import requests
 
-from tickwheel.dev.checker import Call, Expected, Report, check, lag_by_window, lag_summary
+from tickwheel.dev.checker import Call, Expected, Report, check, delivers, lag_by_window, lag_summary
 from tickwheel.dev.sink import Sink, SinkCall
 
 log = logging.getLogger(__name__)
@@ -318,17 +318,20 @@ def stack_server_pids(*kinds: str) -> list[int]:
 
 
 async def wait_delivered(sink: Sink, expected: list[Expected], deadline: datetime) -> None:
-    """Wait until every expected run has a 2xx call at the sink, or `deadline`. Each look reads only the calls
-    that came since the last, CALLS_PER_TURN at a time: the sink answers on this event loop, so reading all of
-    them at once (180,000 after ten minutes at 300/s; ~2 s) held its answers back and stamped the last runs'
-    arrivals late."""
-    missing = {e.run_id for e in expected}
+    """Wait until every expected run is delivered as the checker counts it (`checker.delivers`: a 2xx call, or any
+    call of a run not meant to succeed), or `deadline`. Each look reads only the calls that came since the last,
+    CALLS_PER_TURN at a time: the sink answers on this event loop, so reading all of them at once (180,000 after
+    ten minutes at 300/s; ~2 s) held its answers back and stamped the last runs' arrivals late."""
+    missing = {e.run_id: e for e in expected}
     read = 0
     while datetime.now(UTC) < deadline:
         while read < len(sink.calls):  # the first look reads the whole step's calls: a slice at a time
             new = sink.calls[read : read + CALLS_PER_TURN]
             read += len(new)
-            missing.difference_update(c.run_id for c in to_checker_calls(new) if 200 <= c.status < 300)
+            for call in to_checker_calls(new):
+                run = missing.get(call.run_id) if call.run_id is not None else None
+                if run is not None and delivers(run, call):
+                    del missing[run.run_id]
             await asyncio.sleep(0)  # the sink answers between slices
         if not missing:
             return

@@ -18,7 +18,7 @@ import pytest
 from benchmarks.peers import compare, harness
 from benchmarks.peers.harness import BenchResult, Planned, Workload
 from loadtest.common import parse_mix
-from tickwheel.dev.checker import Expected
+from tickwheel.dev.checker import Expected, check
 from tickwheel.dev.sink import SinkCall
 
 START = datetime(2026, 3, 1, 12, 0, 0, 123_456, tzinfo=UTC)
@@ -107,6 +107,24 @@ async def test_waiting_for_deliveries_ends_once_every_run_has_a_2xx_call_however
     await harness.wait_delivered(sink, runs, datetime.now(UTC) + timedelta(seconds=10))  # type: ignore[arg-type]
     await delivering
     assert 1.1 < time.monotonic() - started < 5.0
+
+
+async def test_waiting_ends_at_the_first_call_of_a_run_not_meant_to_succeed_as_the_checker_counts_it() -> None:
+    failing = Expected(uuid.uuid4(), "t0", START, succeeds=False)
+    other_tenant = sink_call("/bench/t1", str(failing.run_id), status=500)  # not a delivery of t0's run
+    sink = types.SimpleNamespace(calls=[other_tenant])
+
+    async def fail_it() -> None:
+        await asyncio.sleep(0.6)
+        sink.calls.append(sink_call("/bench/t0", str(failing.run_id), status=500))
+
+    started = time.monotonic()
+    failing_call = asyncio.create_task(fail_it())
+    await harness.wait_delivered(sink, [failing], datetime.now(UTC) + timedelta(seconds=10))  # type: ignore[arg-type]
+    await failing_call
+    assert 0.5 < time.monotonic() - started < 5.0
+    report = check([failing], harness.to_checker_calls(sink.calls), now=datetime.now(UTC))
+    assert report.delivered == 1 and report.lost == [] and report.cross_tenant == 1
 
 
 def test_steady_collector_makes_no_full_collection_inside_and_gives_the_thresholds_back() -> None:

@@ -123,11 +123,17 @@ def _calls_by_run(due: Mapping[uuid.UUID, Expected], calls: Iterable[Call]) -> _
     return _SortedCalls(by_run, invalid, cross, unexpected)
 
 
+def delivers(run: Expected, call: Call) -> bool:
+    """Whether `call` delivers `run`: a call for its own tenant that answered 2xx, or any such call when the run is
+    not meant to succeed."""
+    return call.tenant == run.tenant and (not run.succeeds or 200 <= call.status < 300)
+
+
 def _delivered(
     due: Mapping[uuid.UUID, Expected], by_run: Mapping[uuid.UUID, list[Call]]
 ) -> dict[uuid.UUID, list[Call]]:
-    """The runs delivered: answered 2xx, or called at all when the run is not meant to succeed."""
-    return {rid: cs for rid, cs in by_run.items() if not due[rid].succeeds or any(200 <= c.status < 300 for c in cs)}
+    """The runs delivered (`delivers`)."""
+    return {rid: cs for rid, cs in by_run.items() if any(delivers(due[rid], c) for c in cs)}
 
 
 def _first_call_at(calls: list[Call]) -> datetime:
