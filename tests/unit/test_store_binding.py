@@ -6,11 +6,11 @@ import uuid
 from datetime import UTC, date, datetime, timedelta, timezone
 
 import pytest
-from cassandra.cqltypes import BooleanType, DateType, Int32Type, SetType, UTF8Type, UUIDType
+from cassandra.cqltypes import BooleanType, DateType, Int32Type, SetType, TimestampType, UTF8Type, UUIDType
 from cassandra.protocol import ColumnMetadata
 from cassandra.query import UNSET_VALUE, PreparedStatement
 
-from tickwheel.store.binding import Binding, serialize_timestamp
+from tickwheel.store.binding import Binding, serialize_timestamp, serializer_of
 
 TIMESTAMPS = [
     datetime(2026, 12, 5, 9, 30, 1, 999_999, tzinfo=UTC),
@@ -57,6 +57,21 @@ def test_a_row_binds_to_the_drivers_values_and_routing_key() -> None:
         assert ours.routing_key == theirs.routing_key
         assert ours.raw_values == theirs.raw_values
         assert ours.prepared_statement is prepared and ours.keyspace == "ks"
+
+
+def test_unset_in_the_routing_key_is_refused_as_the_driver_refuses_it() -> None:
+    prepared = _prepared(*ROW_TYPES)
+    params = [UNSET_VALUE, *_row()[1:]]
+    with pytest.raises(ValueError, match="routing key"):
+        prepared.bind(params)
+    with pytest.raises(ValueError, match="routing key"):
+        Binding(prepared).bind(params)
+
+
+def test_a_timestamp_column_of_either_driver_class_gets_the_fast_serializer() -> None:
+    assert serializer_of(DateType) is serialize_timestamp
+    assert serializer_of(TimestampType) is serialize_timestamp
+    assert serializer_of(UTF8Type) == UTF8Type.serialize
 
 
 def test_fewer_params_than_markers_are_padded_as_the_driver_pads_them() -> None:

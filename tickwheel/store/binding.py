@@ -7,9 +7,9 @@ creates and a quarter on batches (issue 14, session 17). A `Binding` chooses eac
 prepare, and the same bytes come out: a timestamp is `int64(ms since the epoch)` (whole seconds * 1000 +
 microseconds // 1000, as the driver computes it), every other type is the driver's own `serialize`. What it does
 not handle in the same way is handed to the driver's `bind`: a statement with column encryption, a parameter count
-other than the markers' (the driver pads with UNSET_VALUE and checks the routing key), and a value a serializer
-refuses (so the error is the driver's, naming the column). `tests/integration/test_store_binding.py` compares the
-bytes with the driver's for every statement the processes prepare.
+other than the markers' (the driver pads with UNSET_VALUE and checks the routing key), an UNSET_VALUE (refused in
+the routing key), and a value a serializer refuses (so the error is the driver's, naming the column).
+`tests/integration/test_store_binding.py` compares the bytes with the driver's for every statement the store keeps.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def serialize_timestamp(value: Any, protocol_version: int) -> bytes:
 
 def serializer_of(cql_type: Any) -> Serializer:
     """The serializer of one bind marker's type."""
-    if cql_type is DateType:
+    if cql_type.serialize is DateType.serialize:  # `timestamp` (DateType, and TimestampType which inherits it)
         return serialize_timestamp
     return cql_type.serialize  # type: ignore[no-any-return]
 
@@ -66,11 +66,15 @@ class Binding:
         if serializers is None or len(params) != len(serializers):
             return bound.bind(params)
         protocol = self._protocol
+        values: list[Any] = []
         try:
-            values = [
-                None if value is None else value if value is UNSET_VALUE else serialize(value, protocol)
-                for serialize, value in zip(serializers, params, strict=True)
-            ]
+            for serialize, value in zip(serializers, params, strict=True):
+                if value is None:
+                    values.append(None)
+                elif value is UNSET_VALUE:  # the driver's rules for it (never in the routing key)
+                    return bound.bind(params)
+                else:
+                    values.append(serialize(value, protocol))
         except (TypeError, struct.error):
             return bound.bind(params)  # the driver's error, naming the column
         bound.raw_values = params
