@@ -45,7 +45,7 @@ from cassandra.policies import (
 )
 from cassandra.protocol import RequestExecutionException as ServerRefusal
 from cassandra.protocol import ServerError
-from cassandra.query import BatchStatement, BatchType, BoundStatement, PreparedStatement, dict_factory
+from cassandra.query import BatchStatement, BatchType, BoundStatement, PreparedStatement, SimpleStatement, dict_factory
 
 from tickwheel import metrics
 from tickwheel.errors import BatchTooLarge, SettingsError, Unavailable
@@ -95,8 +95,7 @@ class CassandraStore:
         self.keyspace = settings.keyspace
         self._cluster = cluster
         self._session = session
-        self._prepared: dict[str, PreparedStatement] = {}
-        self._bindings: dict[str, Binding] = {}
+        self._prepared: dict[str, Binding] = {}  # each prepared statement with its binding (store.binding)
         self._preparing: dict[str, asyncio.Future[PreparedStatement]] = {}
         # the columns each prepared read answers, as prepared (what its rows are checked against)
         self._columns: dict[str, frozenset[str]] = {}
@@ -166,9 +165,9 @@ class CassandraStore:
     async def prepare(self, cql: str) -> PreparedStatement:
         """Prepare once per session; later calls return the cached statement. The driver's prepare blocks, so the
         first one runs in a thread (never on the event loop), shared by every caller that asks meanwhile."""
-        statement = self._prepared.get(cql)
-        if statement is not None:
-            return statement
+        known = self._prepared.get(cql)
+        if known is not None:
+            return known.prepared
         pending = self._preparing.get(cql)
         if pending is None:
             pending = asyncio.ensure_future(asyncio.to_thread(self._call, self._session.prepare, cql))
@@ -182,17 +181,16 @@ class CassandraStore:
             made.is_idempotent = is_idempotent(cql)
             # result metadata: (keyspace, table, column name, type) per column answered
             self._columns[cql] = frozenset(column[2] for column in made.result_metadata or ())
-            self._prepared[cql] = made
-            self._bindings[cql] = Binding(made)
+            self._prepared[cql] = Binding(made)
         return made
 
     async def bound(self, cql: str, params: Sequence[Any]) -> BoundStatement:
         """The prepared statement `cql` bound to `params` (store.binding: the driver's bytes at a third of its
         cost)."""
-        binding = self._bindings.get(cql)
+        binding = self._prepared.get(cql)
         if binding is None:
             await self.prepare(cql)
-            binding = self._bindings[cql]
+            binding = self._prepared[cql]
         return binding.bind(params)
 
     async def prepare_all(self, statements: Iterable[str]) -> int:
@@ -226,7 +224,7 @@ class CassandraStore:
         if prepared:
             statement, sent = await self.bound(cql, params), ()
         else:
-            statement, sent = self._simple(cql), params
+            statement, sent = SimpleStatement(cql), params
         if page_size is not None:
             statement.fetch_size = page_size
         paging_state = _decode_cursor(cursor)
@@ -398,11 +396,6 @@ class CassandraStore:
             if isinstance(exc.__cause__, OperationTimedOut) and self._coordinators is not None:
                 self._coordinators.unanswered(exc.__cause__.last_host)
             raise
-
-    def _simple(self, cql: str) -> Any:
-        from cassandra.query import SimpleStatement
-
-        return SimpleStatement(cql)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> ResponseFuture:
         try:
