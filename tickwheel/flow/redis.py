@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import ssl
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
+from urllib.parse import unquote, urlsplit
 
+import hiredis
 import redis.asyncio as aioredis
 from redis.asyncio.client import Pipeline
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tickwheel.errors import Unavailable
@@ -70,7 +74,7 @@ class RedisClient:
         self.redis = aioredis.Redis(connection_pool=pool)
         self.prefix = settings.key_prefix if prefix is None else prefix
         self._scripts: dict[str, Any] = {}
-        self._batcher = ScriptBatcher(self.redis)
+        self._batcher = ScriptBatcher(self.redis, PipelinedConnection.for_url(settings.url))
 
     def key(self, *parts: str) -> str:
         """The key `parts` name, under this client's prefix."""
@@ -117,7 +121,8 @@ class RedisClient:
         return self._scripts[source]
 
     async def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool and the scripts' connection."""
+        self._batcher.close()
         await self.redis.aclose(close_connection_pool=True)
 
 
@@ -126,8 +131,9 @@ class ScriptBatcher:
     round go out together after it, so a worker with hundreds of runs in flight pays one round trip (and one
     pooled connection) per round instead of one per call. Each call still gets its own answer or error."""
 
-    def __init__(self, redis: aioredis.Redis):
+    def __init__(self, redis: aioredis.Redis, connection: PipelinedConnection | None = None):
         self.redis = redis
+        self._connection = connection  # None: through redis-py's pipelines (a URL PipelinedConnection cannot open)
         self._sha: dict[str, str] = {}
         self._queued: list[tuple[str, list[str], list[Any], asyncio.Future[Any]]] = []
         self._gate = asyncio.Semaphore(PIPELINES_IN_FLIGHT)
@@ -169,10 +175,189 @@ class ScriptBatcher:
                 answer.set_result(value)
 
     async def _pipeline(self, queued: list[tuple[str, list[str], list[Any], asyncio.Future[Any]]]) -> list[Any]:
+        if self._connection is not None:
+            sha = self._sha
+            commands = [pack("EVALSHA", sha[s], len(k), *k, *a) for s, k, a, _ in queued]
+            return await self._connection.execute(commands)
         pipe = self.redis.pipeline(transaction=False)
         for source, keys, args, _ in queued:
             pipe.evalsha(self._sha[source], len(keys), *keys, *args)
         return list(await pipe.execute(raise_on_error=False))
+
+    def close(self) -> None:
+        """Close the scripts' connection (pipelines waiting on it fail)."""
+        if self._connection is not None:
+            self._connection.close()
+
+
+class PipelinedConnection:
+    """One connection to Redis with any number of pipelines in flight on it (Redis answers a connection's commands
+    in order), for the scripts' pipelines: a round trip costs a write and the answers' parsing (hiredis), ~50 us of
+    CPU against ~110 us through redis-py's pipeline (its pooled connection, retries and command objects; BENCHMARKS.md
+    "Redis round trips"). Connects on first use and again after a failure. A connection that fails, or leaves its
+    oldest pipeline unanswered for `timeout_s`, fails every pipeline waiting on it (redis ConnectionError or
+    TimeoutError: REDIS_DOWN), as redis-py's socket timeout did; nothing is sent twice."""
+
+    def __init__(self, host: str, port: int, *, db: int = 0, username: str | None = None,
+                 password: str | None = None, tls: bool = False, timeout_s: float = 2.0) -> None:  # fmt: skip
+        self.host, self.port, self.db = host, port, db
+        self.username, self.password = username, password
+        self.tls, self.timeout_s = tls, timeout_s
+        self._protocol: _PipelineProtocol | None = None
+        self._connecting: asyncio.Future[_PipelineProtocol] | None = None
+
+    @classmethod
+    def for_url(cls, url: str) -> PipelinedConnection | None:
+        """The connection `url` names (redis:// or rediss://, host, port, credentials and database); None for what
+        it does not handle (a unix socket, query options), which then goes through redis-py."""
+        parts = urlsplit(url)
+        if parts.scheme not in ("redis", "rediss") or parts.query or not parts.hostname:
+            return None
+        path = parts.path.strip("/")
+        return cls(
+            parts.hostname,
+            parts.port or 6379,
+            db=int(path) if path else 0,
+            username=unquote(parts.username) if parts.username else None,
+            password=unquote(parts.password) if parts.password else None,
+            tls=parts.scheme == "rediss",
+        )
+
+    async def execute(self, commands: list[bytes]) -> list[Any]:
+        """Send packed `commands` as one pipeline; their answers in order (an error answer as its exception)."""
+        protocol = self._protocol
+        if protocol is None or protocol.closed:
+            protocol = await self._connect()
+        return await protocol.send(commands)
+
+    async def _connect(self) -> _PipelineProtocol:
+        if self._connecting is None:  # callers arriving while one connects share its outcome
+            self._connecting = asyncio.ensure_future(self._open())
+            self._connecting.add_done_callback(self._connected)
+        return await asyncio.shield(self._connecting)
+
+    def _connected(self, opened: asyncio.Future[_PipelineProtocol]) -> None:
+        self._connecting = None
+        if not opened.cancelled() and opened.exception() is None:
+            self._protocol = opened.result()
+
+    async def _open(self) -> _PipelineProtocol:
+        loop = asyncio.get_running_loop()
+        context = ssl.create_default_context() if self.tls else None
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                _, protocol = await loop.create_connection(
+                    lambda: _PipelineProtocol(self.timeout_s), self.host, self.port, ssl=context
+                )
+                hello = []
+                if self.password is not None:
+                    credentials = (self.password,) if self.username is None else (self.username, self.password)
+                    hello.append(pack("AUTH", *credentials))
+                if self.db:
+                    hello.append(pack("SELECT", self.db))
+                if hello:
+                    for answer in await protocol.send(hello):
+                        if isinstance(answer, Exception):
+                            protocol.close()
+                            raise RedisConnectionError(f"Redis refused the connection's set-up: {answer}")
+        except TimeoutError as exc:
+            raise RedisTimeoutError(f"Redis at {self.host}:{self.port} did not accept in {self.timeout_s:g} s") from exc
+        except OSError as exc:
+            raise RedisConnectionError(f"Redis at {self.host}:{self.port} refused: {exc}") from exc
+        return protocol
+
+    def close(self) -> None:
+        """Close the connection; a later `execute` opens a new one."""
+        if self._protocol is not None:
+            self._protocol.close()
+            self._protocol = None
+
+
+class _PipelineProtocol(asyncio.Protocol):
+    """The answers of a connection's pipelines, in the order they were sent, each to its pipeline's future."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self.timeout_s = timeout_s
+        self.closed = False
+        self._transport: asyncio.Transport | None = None
+        self._reader = hiredis.Reader()
+        # per pipeline in flight: its future, its answers so far, how many it expects, when it was sent
+        self._waiting: collections.deque[tuple[asyncio.Future[list[Any]], list[Any], int, float]] = collections.deque()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio's classes
+
+    def send(self, commands: list[bytes]) -> asyncio.Future[list[Any]]:
+        """Write `commands`; the future of their answers."""
+        loop = asyncio.get_running_loop()
+        answers: asyncio.Future[list[Any]] = loop.create_future()
+        if self.closed or self._transport is None:
+            answers.set_exception(RedisConnectionError("the Redis connection is closed"))
+            return answers
+        self._waiting.append((answers, [], len(commands), loop.time()))
+        self._transport.write(b"".join(commands))
+        if self._timer is None:
+            self._timer = loop.call_later(self.timeout_s, self._check_answered)
+        return answers
+
+    def data_received(self, data: bytes) -> None:
+        reader, waiting = self._reader, self._waiting
+        try:
+            reader.feed(data)
+            while (answer := reader.gets()) is not False:
+                answers, got, expected, _ = waiting[0]
+                got.append(_answer(answer))
+                if len(got) == expected:
+                    waiting.popleft()
+                    if not answers.done():  # its caller may have been cancelled
+                        answers.set_result(got)
+        except (hiredis.ProtocolError, IndexError) as exc:  # garbage, or an answer nobody asked for
+            self._fail(RedisConnectionError(f"Redis answered out of protocol: {exc!r}"))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(RedisConnectionError(f"the Redis connection was lost: {exc or 'closed by the server'}"))
+
+    def _check_answered(self) -> None:
+        self._timer = None
+        if not self._waiting:
+            return
+        waited = asyncio.get_running_loop().time() - self._waiting[0][3]
+        if waited >= self.timeout_s:
+            self._fail(RedisTimeoutError(f"Redis did not answer in {self.timeout_s:g} s"))
+        else:
+            self._timer = asyncio.get_running_loop().call_later(self.timeout_s - waited, self._check_answered)
+
+    def _fail(self, exc: Exception) -> None:
+        self.close()
+        while self._waiting:
+            answers = self._waiting.popleft()[0]
+            if not answers.done():
+                answers.set_exception(exc)
+
+    def close(self) -> None:
+        self.closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._transport is not None:
+            self._transport.close()
+
+
+def pack(*parts: str | int | float | bytes) -> bytes:
+    """One command in Redis's protocol (hiredis's packer, as redis-py uses when hiredis is installed)."""
+    packed: bytes = hiredis.pack_command(parts)  # type: ignore[arg-type]  # its stub says a 1-tuple; any length works
+    return packed
+
+
+def _answer(value: Any) -> Any:
+    """An answer as redis-py gives it: an error answer as its exception (NoScriptError for NOSCRIPT)."""
+    if isinstance(value, hiredis.ReplyError):
+        message = str(value)
+        if message.startswith("NOSCRIPT "):
+            return NoScriptError(message.removeprefix("NOSCRIPT "))
+        return ResponseError(message)
+    return value
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
