@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 from kazoo.client import KazooClient
+from redis.exceptions import ResponseError
 
 from tickwheel.bus.kafka import OFFSET_BEGINNING, KafkaConsumer, KafkaProducer, ensure_topics
 from tickwheel.coordination.zookeeper import SessionState, ZooKeeper
-from tickwheel.flow.redis import RedisClient
+from tickwheel.flow.redis import REDIS_DOWN, RedisClient
 from tickwheel.settings import Settings
 from tickwheel.store.cassandra import CassandraStore
 
@@ -238,6 +239,26 @@ async def test_the_redis_adapter_offers_the_commands_the_processes_use(
         await client.close()
 
 
+async def test_script_calls_go_through_the_pipelined_connection_and_answer_as_redis_py_did(
+    settings: Settings, namespace: str
+) -> None:
+    client = RedisClient(settings.redis, prefix=f"{namespace}:")
+    key = client.key("scripted")
+    assert client._batcher._connection is not None  # the stack's redis:// URL: the pipelined connection
+    try:
+        assert await client.run_script("return {redis.call('INCRBY', KEYS[1], ARGV[1]), ARGV[2], false}", [key], [
+            5, "x",
+        ]) == [5, b"x", None]  # fmt: skip
+        await client.redis.script_flush()  # Redis restarted or flushed: NOSCRIPT, loaded again, answered
+        assert await client.run_script("return redis.call('INCRBY', KEYS[1], ARGV[1])", [key], [2]) == 7
+        with pytest.raises(ResponseError, match="boom"):
+            await client.run_script("return redis.error_reply('boom')", [key], [])
+        assert await client.run_script("return redis.call('GET', KEYS[1])", [key], []) == b"7"
+    finally:
+        await client.redis.delete(key)
+        await client.close()
+
+
 async def test_the_session_id_owns_the_ephemeral_znodes_the_session_creates(settings: Settings, namespace: str) -> None:
     zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
     assert zk.session_id is None
@@ -275,3 +296,25 @@ async def test_a_redis_client_keeps_working_across_a_redis_restart(settings: Set
     await asyncio.to_thread(stack.start_server, STACK_DIR, "redis")
     assert await client.ping()  # the pooled connection died with the old server: a fresh one answers
     await client.close()
+
+
+@pytest.mark.restarts_servers
+async def test_script_calls_keep_working_across_a_redis_restart(settings: Settings, namespace: str) -> None:
+    from tickwheel.dev import stack
+
+    if "redis" in stack.endpoint_overrides():
+        raise AssertionError("this test restarts the stack's own Redis; TICKWHEEL_REDIS points elsewhere")
+    client = RedisClient(settings.redis, prefix=f"{namespace}:")
+    key = client.key("restarted")
+    script = "return redis.call('INCR', KEYS[1])"
+    try:
+        assert await client.run_script(script, [key], []) == 1
+        await asyncio.to_thread(stack.stop_server, STACK_DIR, "redis")
+        with pytest.raises(REDIS_DOWN):
+            await client.run_script(script, [key], [])
+        await asyncio.to_thread(stack.start_server, STACK_DIR, "redis")
+        # a new connection, and the script loaded again on the new server (its scripts died with the old one)
+        assert await client.run_script(script, [key], []) in (1, 2)  # the stack's Redis may keep its data
+    finally:
+        await client.redis.delete(key)
+        await client.close()
