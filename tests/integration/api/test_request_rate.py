@@ -34,14 +34,16 @@ async def test_concurrent_rate_checks_share_one_round_trip_and_all_count(setting
     api = _api(settings, redis, limit=30)
     await check_rate(api, _tenant(namespace))  # Redis learns the script (a NOSCRIPT answer costs a 2nd pipeline)
     pipelines = 0
-    make_pipeline = redis.redis.pipeline
+    connection = redis._batcher._connection
+    assert connection is not None  # the stack's redis:// URL: scripts go through the pipelined connection
+    send = connection.execute
 
-    def counted(*args: Any, **kwargs: Any) -> Any:
+    async def counted(commands: list[bytes]) -> list[Any]:
         nonlocal pipelines
         pipelines += 1
-        return make_pipeline(*args, **kwargs)
+        return await send(commands)
 
-    redis.redis.pipeline = counted  # type: ignore[method-assign]
+    connection.execute = counted  # type: ignore[method-assign]
     try:
         await asyncio.gather(*(check_rate(api, _tenant(namespace)) for _ in range(29)))
         assert pipelines == 1  # one pipeline for the 29 checks made in one loop round (was one each)
