@@ -128,8 +128,9 @@ class RedisClient:
 
 class ScriptBatcher:
     """Lua script calls of many runs sent as one Redis pipeline: the calls made while the event loop runs one
-    round go out together after it, so a worker with hundreds of runs in flight pays one round trip (and one
-    pooled connection) per round instead of one per call. Each call still gets its own answer or error."""
+    round go out together after it, so a worker with hundreds of runs in flight pays one round trip per round
+    instead of one per call (on the `PipelinedConnection`, else on one of redis-py's pooled connections). Each call
+    still gets its own answer or error."""
 
     def __init__(self, redis: aioredis.Redis, connection: PipelinedConnection | None = None):
         self.redis = redis
@@ -192,11 +193,12 @@ class ScriptBatcher:
 
 class PipelinedConnection:
     """One connection to Redis with any number of pipelines in flight on it (Redis answers a connection's commands
-    in order), for the scripts' pipelines: a round trip costs a write and the answers' parsing (hiredis), ~50 us of
-    CPU against ~110 us through redis-py's pipeline (its pooled connection, retries and command objects; BENCHMARKS.md
-    "Redis round trips"). Connects on first use and again after a failure. A connection that fails, or leaves its
-    oldest pipeline unanswered for `timeout_s`, fails every pipeline waiting on it (redis ConnectionError or
-    TimeoutError: REDIS_DOWN), as redis-py's socket timeout did; nothing is sent twice."""
+    in order), for the scripts' pipelines: a round trip costs a write and the answers' parsing (hiredis), ~80 us of
+    CPU through `ScriptBatcher` against ~150 us through redis-py's pipeline (its pooled connection, retry wrapper and
+    command objects; BENCHMARKS.md "The interpreter, and Redis round trips"). Connects on first use and again after
+    a failure. A connection that fails, or leaves its oldest pipeline unanswered for `timeout_s`, fails every
+    pipeline waiting on it (redis ConnectionError or TimeoutError: REDIS_DOWN), as redis-py's socket timeout did;
+    nothing is sent twice."""
 
     def __init__(self, host: str, port: int, *, db: int = 0, username: str | None = None,
                  password: str | None = None, tls: bool = False, timeout_s: float = 2.0) -> None:  # fmt: skip
