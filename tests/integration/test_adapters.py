@@ -259,6 +259,23 @@ async def test_script_calls_go_through_the_pipelined_connection_and_answer_as_re
         await client.close()
 
 
+async def test_script_calls_on_a_url_with_options_go_through_redis_py_pipelines(
+    settings: Settings, namespace: str
+) -> None:
+    url = f"{settings.redis.url}?socket_timeout=2"  # an option the pipelined connection does not read
+    client = RedisClient(dataclasses.replace(settings.redis, url=url), prefix=f"{namespace}:")
+    key = client.key("options")
+    assert client._batcher._connection is None
+    try:
+        answers = await asyncio.gather(*(client.run_script("return ARGV[1]", [key], [i]) for i in range(5)))
+        assert answers == [str(i).encode() for i in range(5)]
+        await client.redis.script_flush()
+        assert await client.run_script("return redis.call('INCRBY', KEYS[1], ARGV[1])", [key], [3]) == 3
+    finally:
+        await client.redis.delete(key)
+        await client.close()
+
+
 async def test_the_session_id_owns_the_ephemeral_znodes_the_session_creates(settings: Settings, namespace: str) -> None:
     zk = ZooKeeper(settings.zookeeper, chroot=f"/{namespace}")
     assert zk.session_id is None
