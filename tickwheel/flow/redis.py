@@ -8,15 +8,16 @@ import ssl
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
 
 import hiredis
 import redis.asyncio as aioredis
+from redis._parsers import BaseParser
 from redis.asyncio.client import Pipeline
+from redis.asyncio.connection import SSLConnection, parse_url
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tickwheel.errors import Unavailable
@@ -29,6 +30,8 @@ PIPELINES_IN_FLIGHT = 32  # script pipelines at once, leaving connections for th
 # failed round trip with its retries (0.3 s refused, ~1.3 s through a cut proxy, measured), so one call a second
 # pays it, not every request or run while Redis is away.
 ASK_AGAIN_AFTER_S = 1.0
+# What PipelinedConnection reads of a parsed URL; a URL with anything more (an option) stays on redis-py.
+_URL_PARTS = {"host", "port", "db", "username", "password"}
 
 
 class RedisAway(ConnectionError):
@@ -212,17 +215,18 @@ class PipelinedConnection:
     def for_url(cls, url: str) -> PipelinedConnection | None:
         """The connection `url` names (redis:// or rediss://, host, port, credentials and database); None for what
         it does not handle (a unix socket, query options), which then goes through redis-py."""
-        parts = urlsplit(url)
-        if parts.scheme not in ("redis", "rediss") or parts.query or not parts.hostname:
+        parsed = parse_url(url)  # as the pool parsed it (redis-py's own reading of a URL)
+        connection_class = parsed.pop("connection_class", None)
+        tls = connection_class is SSLConnection
+        if (connection_class is not None and not tls) or "host" not in parsed or set(parsed) - _URL_PARTS:
             return None
-        path = parts.path.strip("/")
         return cls(
-            parts.hostname,
-            parts.port or 6379,
-            db=int(path) if path else 0,
-            username=unquote(parts.username) if parts.username else None,
-            password=unquote(parts.password) if parts.password else None,
-            tls=parts.scheme == "rediss",
+            parsed["host"],
+            parsed.get("port", 6379),
+            db=parsed.get("db", 0),
+            username=parsed.get("username"),
+            password=parsed.get("password"),
+            tls=tls,
         )
 
     async def execute(self, commands: list[bytes]) -> list[Any]:
@@ -261,7 +265,8 @@ class PipelinedConnection:
                     for answer in await protocol.send(hello):
                         if isinstance(answer, Exception):
                             protocol.close()
-                            raise RedisConnectionError(f"Redis refused the connection's set-up: {answer}")
+                            said = " ".join(filter(None, (getattr(answer, "status_code", None), str(answer))))
+                            raise RedisConnectionError(f"Redis refused the connection's set-up: {said}")
         except TimeoutError as exc:
             raise RedisTimeoutError(f"Redis at {self.host}:{self.port} did not accept in {self.timeout_s:g} s") from exc
         except OSError as exc:
@@ -282,7 +287,9 @@ class _PipelineProtocol(asyncio.Protocol):
         self.timeout_s = timeout_s
         self.closed = False
         self._transport: asyncio.Transport | None = None
-        self._reader = hiredis.Reader()
+        # an error answer becomes the exception redis-py's parsers make of it (NOSCRIPT, LOADING, ...), as redis-py's
+        # own hiredis parser does it
+        self._reader = hiredis.Reader(replyError=BaseParser.parse_error)
         # per pipeline in flight: its future, its answers so far, how many it expects, when it was sent
         self._waiting: collections.deque[tuple[asyncio.Future[list[Any]], list[Any], int, float]] = collections.deque()
         self._timer: asyncio.TimerHandle | None = None
@@ -309,7 +316,7 @@ class _PipelineProtocol(asyncio.Protocol):
             reader.feed(data)
             while (answer := reader.gets()) is not False:
                 answers, got, expected, _ = waiting[0]
-                got.append(_answer(answer))
+                got.append(answer)
                 if len(got) == expected:
                     waiting.popleft()
                     if not answers.done():  # its caller may have been cancelled
@@ -350,16 +357,6 @@ def pack(*parts: str | int | float | bytes) -> bytes:
     """One command in Redis's protocol (hiredis's packer, as redis-py uses when hiredis is installed)."""
     packed: bytes = hiredis.pack_command(parts)  # type: ignore[arg-type]  # its stub says a 1-tuple; any length works
     return packed
-
-
-def _answer(value: Any) -> Any:
-    """An answer as redis-py gives it: an error answer as its exception (NoScriptError for NOSCRIPT)."""
-    if isinstance(value, hiredis.ReplyError):
-        message = str(value)
-        if message.startswith("NOSCRIPT "):
-            return NoScriptError(message.removeprefix("NOSCRIPT "))
-        return ResponseError(message)
-    return value
 
 
 def _retrieve(task: asyncio.Task[None]) -> None:
