@@ -95,6 +95,6 @@ async def _write(request: web.Request, made: list[run_store.NewRun], now: dateti
     async def write(run: run_store.NewRun) -> None:
         async with gate:
             await api.store.create_run(run, now)
-            await api.near.announce_if_near(due_run_for(run), now)
+            api.near.announce_if_near(due_run_for(run), now)
 
     await asyncio.gather(*(write(run) for run in made))

@@ -73,7 +73,7 @@ async def _redrive(request: web.Request, letter: DeadLetter, now: datetime) -> b
     )
     if run is None:
         return False
-    await api.near.announce_if_near(due_run_for(run.identity(), attempt=run.attempt, fire_at=now), now)
+    api.near.announce_if_near(due_run_for(run.identity(), attempt=run.attempt, fire_at=now), now)
     await audit.record(request, "redrive", job, job, {"run_id": str(letter.run_id)})
     return True
 

@@ -185,7 +185,7 @@ async def create(
         return await _replayed_job(api, keyed, existing, now, run_retention_s(request)), True
     metrics.jobs_created.labels(definition.schedule.type).inc()
     audit.created()
-    await api.near.announce_if_near(due_run_for(run), now)
+    api.near.announce_if_near(due_run_for(run), now)
     log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return job, False
 
@@ -359,7 +359,7 @@ async def apply_change(
     if not applied:
         raise PreconditionFailed(f"the job changed meanwhile (now at version {found})", field="If-Match")
     if run is not None:
-        await api.near.announce_if_near(due_run_for(run), now)
+        api.near.announce_if_near(due_run_for(run), now)
     updated = dataclasses.replace(
         job,
         state=change.state,

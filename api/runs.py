@@ -189,6 +189,6 @@ async def _complete(request: web.Request, body: bytes) -> web.Response:
         raise _not_holding(attempt, found)
     metrics.async_completions.labels("reported").inc()
     due = due_run_for(run.identity(), attempt=attempt, kind="lease_check", fire_at=now)
-    await api.near.announce_if_near(due, now)
+    api.near.announce_if_near(due, now)
     document = {"id": str(run.run_id), "attempt": attempt, "outcome": report.outcome, "status": "RUNNING"}
     return json_response(document, status=202)

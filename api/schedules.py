@@ -91,7 +91,7 @@ async def _trigger(request: web.Request, body: bytes) -> web.Response:
     _check_state(job, asked.force)
     run = requested_run(job, "trigger", at, run_retention_s(request), forced=asked.force)
     await api.store.create_run(run, now)
-    await api.near.announce_if_near(due_run_for(run), now)
+    api.near.announce_if_near(due_run_for(run), now)
     detail = {"run_id": str(run.run_id), "at": instant(at), "forced": run.forced}
     await audit.record(request, "trigger", job, job, detail)
     log.info("run triggered", extra={"tenant": job.tenant_id, "job_id": job.job_id, "run_id": run.run_id})
@@ -235,4 +235,4 @@ async def _catch_up_at(request: web.Request, job: Job, until: datetime, now: dat
         )  # fmt: skip
         run = dataclasses.replace(run, fire_at=until)
         await api.store.create_run(run, now)
-        await api.near.announce_if_near(due_run_for(run), now)
+        api.near.announce_if_near(due_run_for(run), now)

@@ -61,7 +61,7 @@ class FarMover:
                     run = replace(waiting_run, retention_s=retention_s)  # the row it may write again keeps it
                     if await self.store.move_far_run(run, now):
                         moved += 1
-                        await self.near.announce_if_near(due_run_for(run), now)
+                        self.near.announce_if_near(due_run_for(run), now)
                 if waiting:
                     await self.store.delete_far_day(day, shard)
                     metrics.far_moved.labels(result="moved").inc(moved)

@@ -147,7 +147,7 @@ class Reconciler:
             retention_s = await self.tenants.run_retention_s(job.tenant_id, self.settings.retention.runs_days)
             run = run_of(job, finding.at, fire_at=now, retention_s=retention_s)
             await self.store.create_run(run, now)
-            await self.near.announce_if_near(due_run_for(run), now)
+            self.near.announce_if_near(due_run_for(run), now)
             log.warning(
                 "reconciler wrote the missing run of %s due %s", job.job_id, finding.at.isoformat(), extra=extra
             )

@@ -283,7 +283,7 @@ class Sweeper:
         await self.store.write_due_row(run, now, held.attempt, kind)
         if repair is Repair.RETRY_UNFIRED:
             await self.store.move_due(run, RunStatus.RETRY, held.attempt, now, now)
-        await self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
+        self.near.announce_if_near(due_run_for(run, attempt=held.attempt, kind=kind.value, fire_at=now), now)
 
     async def _repair(
         self, repair: Repair, job: Job, next_run_at: datetime, now: datetime, plan: Plan | None = None
@@ -298,7 +298,7 @@ class Sweeper:
         if repair is Repair.REFIRE:  # its due time moves to now, so the next pass does not repair it again
             await self.store.move_due(run, RunStatus.SCHEDULED, 0, fire_at, now)
         await self.store.create_run(run, now)
-        await self._announce(run, now)
+        self._announce(run, now)
 
     async def _skip_missed(self, job: Job, missed_at: datetime, next_at: datetime | None, now: datetime) -> None:
         """Cancel the missed run; point the job at `next_at`, written due no earlier than now (a missed
@@ -311,11 +311,11 @@ class Sweeper:
             following = run_of(job, next_at, fire_at=max(next_at, now), retention_s=retention_s)
         result = await point_job(self.store, job, job.next_run_id, following, job.fired_count, now)
         if result is ChainResult.CHAINED and following is not None:
-            await self._announce(following, now)
+            self._announce(following, now)
 
-    async def _announce(self, run: NewRun, now: datetime) -> None:
+    def _announce(self, run: NewRun, now: datetime) -> None:
         """A repaired run may fall inside a horizon the dispatchers already loaded: announce it."""
-        await self.near.announce_if_near(due_run_for(run), now)
+        self.near.announce_if_near(due_run_for(run), now)
 
 
 def _view(state: DueState) -> RunView:

@@ -115,8 +115,6 @@ class Worker:
         for result in results:
             if isinstance(result, BaseException):
                 log.error("lane consumer ended with %r", result)
-        if self.announcer is not None:
-            await self.announcer.drain()
         for close in reversed(self._closers):
             with contextlib.suppress(Exception):
                 await close()

@@ -386,7 +386,7 @@ class RunHandler:
 
     def announce(self, run: NewRun, attempt: int, kind: RunKind, fire_at: datetime, now: datetime) -> None:
         if self.announcer is not None:
-            self.announcer.announce_soon(due_run_for(run, attempt=attempt, kind=kind, fire_at=fire_at), now)
+            self.announcer.announce_if_near(due_run_for(run, attempt=attempt, kind=kind, fire_at=fire_at), now)
 
     # --- kind = missed ------------------------------------------------------------------------------------------
 

@@ -1,51 +1,67 @@
-"""The near-term announcer: a failed announcement is logged with its reason and never raised."""
+"""The near-term announcer: it does not wait for the bus; a failed announcement is logged with its reason, never
+raised, and an announcement only goes out for a row inside the dispatchers' horizon."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from schemas.messages import DueRun
-from tickwheel.bus.near import NearAnnouncer
+from schemas.messages import DueRun, topic_names
+from tickwheel.bus.memory import MemoryBus
+from tickwheel.bus.near import NearAnnouncer, near_partition_of
 from tickwheel.settings import Settings
 
 NOW = datetime(2026, 12, 2, 14, 26, 44, tzinfo=UTC)
 
 
-class SilentBroker:
-    """A publisher whose acknowledgement never comes in time (what `asyncio.wait_for` reports as a bare timeout)."""
-
-    async def send(
-        self,
-        topic: str,
-        value: bytes,
-        *,
-        key: bytes | None = None,
-        partition: int | None = None,
-        headers: Sequence[tuple[str, bytes]] = (),
-    ) -> tuple[int, int]:
-        raise TimeoutError
-
-
-async def test_a_timed_out_announcement_is_logged_with_a_reason(caplog: pytest.LogCaptureFixture) -> None:
-    due = DueRun(
+def due_in(delay: timedelta) -> DueRun:
+    at_ms = int((NOW + delay).timestamp() * 1000)
+    return DueRun(
         run_id=uuid.uuid4(),
         job_id=uuid.uuid4(),
         tenant_id="t",
-        shard=7,
+        shard=700,
         attempt=1,
         kind="run",
         lane="default",
         job_version=1,
-        scheduled_at_ms=int(NOW.timestamp() * 1000) + 5_000,
-        fire_at_ms=int(NOW.timestamp() * 1000) + 5_000,
+        scheduled_at_ms=at_ms,
+        fire_at_ms=at_ms,
     )
+
+
+def test_a_near_row_is_published_on_its_shards_partition_at_once() -> None:
+    settings, bus = Settings(), MemoryBus()
+    due = due_in(timedelta(seconds=5))
+
+    NearAnnouncer(settings, bus).announce_if_near(due, NOW)
+
+    (message,) = bus.messages
+    assert message.topic == topic_names(settings.kafka.topic_prefix)["near"]
+    assert message.partition == near_partition_of(700, settings.kafka.near_partitions, settings.shards)
+    assert message.key == str(due.job_id).encode()
+    assert bus.on(message.topic) == [due]
+
+
+def test_a_row_past_the_horizon_is_not_announced() -> None:
+    settings, bus = Settings(), MemoryBus()
+    beyond = timedelta(seconds=settings.dispatcher.preload_horizon_s + 60)
+
+    NearAnnouncer(settings, bus).announce_if_near(due_in(beyond), NOW)
+
+    assert bus.messages == []
+
+
+def test_a_failed_announcement_is_logged_with_its_reason(caplog: pytest.LogCaptureFixture) -> None:
+    bus = MemoryBus(down=True)
+    due = due_in(timedelta(seconds=5))
+
     with caplog.at_level(logging.WARNING, logger="tickwheel.bus.near"):
-        await NearAnnouncer(Settings(), SilentBroker()).announce_if_near(due, NOW)
+        NearAnnouncer(Settings(), bus).announce_if_near(due, NOW)
 
     (record,) = caplog.records
-    assert record.getMessage().endswith("the rescan will find the row: no acknowledgement within 3 s")
+    assert record.getMessage().endswith("the rescan will find the row: the in-memory bus is down")
+    assert record.__dict__["run_id"] == str(due.run_id)

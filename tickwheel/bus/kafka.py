@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -114,6 +114,32 @@ class KafkaProducer:
         except KafkaException as exc:
             raise Unavailable(f"Kafka refused the message: {exc}") from exc
         return await acked
+
+    def send_soon(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        on_result: Callable[[str | None], None],
+    ) -> None:
+        """Produce one message without waiting for it: `on_result` gets None once the broker acknowledged it, else
+        the reason it did not (on the poll thread, or at once on this one when the client refuses the message).
+        Nothing crosses to an event loop: the loop neither waits for nor is woken by the acknowledgement."""
+
+        def on_delivery(err: KafkaError | None, _msg: Message) -> None:
+            on_result(None if err is None else f"Kafka did not acknowledge: {err.str()}")
+
+        kwargs: dict[str, Any] = {"key": key, "on_delivery": on_delivery}
+        if partition is not None:
+            kwargs["partition"] = partition
+        try:
+            self._producer.produce(topic, value, **kwargs)
+        except BufferError:
+            on_result("Kafka producer queue is full")
+        except KafkaException as exc:
+            on_result(f"Kafka refused the message: {exc}")
 
     async def close(self) -> None:
         """Stop the poll thread, then deliver what is queued (at most the request timeout) and settle it."""

@@ -4,7 +4,7 @@ the near-term feed reads the near topic's partitions from their end, as `dispatc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from schemas.messages import DueRun, decode_due_run, topic_names
@@ -44,6 +44,22 @@ class MemoryBus:
             raise Unavailable("the in-memory bus is down")
         self.messages.append(Message(topic, value, key, partition or 0, tuple(headers)))
         return partition or 0, len(self.messages) - 1
+
+    def send_soon(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        on_result: Callable[[str | None], None],
+    ) -> None:
+        """Append the message and report it acknowledged at once (its failure while `down`)."""
+        if self.down:
+            on_result("the in-memory bus is down")
+            return
+        self.messages.append(Message(topic, value, key, partition or 0, ()))
+        on_result(None)
 
     def on(self, topic: str) -> list[DueRun]:
         """The runs published on `topic`, in order."""

@@ -3,27 +3,25 @@
 Partitions map to contiguous shard ranges, so a dispatcher assigns itself exactly the partitions that cover
 the shards it owns. Whoever writes a run row that may fall inside the dispatchers' loaded horizon (the API on
 create, the worker on retries, deferrals and lease checks, the sweeper on repairs) announces it here, after the
-row is durable, through `NearAnnouncer`. An announcement that fails is logged, never answered as an error: the
-row is durable and the dispatchers' rescan finds it.
+row is durable, through `NearAnnouncer`. An announcement that fails is logged, never answered as an error (the
+row is durable and the dispatchers' rescan finds it), so nobody waits for the broker's acknowledgement.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 
 from schemas.messages import DueRun, encode, topic_names
 from tickwheel import metrics
 from tickwheel.bus.ports import Publisher
-from tickwheel.errors import TickwheelError
 from tickwheel.settings import Settings
 
 log = logging.getLogger(__name__)
 
 NEAR_MARGIN_S = 5  # a row a little past the dispatchers' horizon may already be inside it when they rescan
-ANNOUNCE_TIMEOUT_S = 3.0
 
 
 def near_partition_of(shard: int, partitions: int, shards: int = 1024) -> int:
@@ -53,7 +51,6 @@ class NearAnnouncer:
         self.settings = settings
         self.producer = producer
         self.topic = topic_names(settings.kafka.topic_prefix)["near"]
-        self._pending: set[asyncio.Task[None]] = set()
 
     def rescan_finds(self, fire_at: datetime, now: datetime) -> bool:
         """Whether the dispatchers' rescan will find a row written now in time, so announcing it can be skipped
@@ -66,29 +63,24 @@ class NearAnnouncer:
         """Whether a row due at `fire_at` may fall inside a dispatcher's loaded horizon, so it must be announced."""
         return fire_at <= now + timedelta(seconds=self.settings.dispatcher.preload_horizon_s + NEAR_MARGIN_S)
 
-    async def announce_if_near(self, due: DueRun, now: datetime) -> None:
-        """Announce `due` and wait for the ack, if it is near; a failure is logged."""
+    def announce_if_near(self, due: DueRun, now: datetime) -> None:
+        """Announce `due` if it is near, without waiting for the acknowledgement; a failure is logged."""
         if not self.is_near(datetime.fromtimestamp(due.fire_at_ms / 1000, UTC), now):
             return
         s = self.settings
-        try:
-            send = announce(self.producer, self.topic, due, partitions=s.kafka.near_partitions, shards=s.shards)
-            await asyncio.wait_for(send, ANNOUNCE_TIMEOUT_S)
-        except (TickwheelError, TimeoutError) as exc:
-            extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id)}
-            # A timeout's own text is empty (run 11's soak logged ten such failures with no reason at all)
-            reason = str(exc) or f"no acknowledgement within {ANNOUNCE_TIMEOUT_S:g} s"
-            log.warning("near-term announcement failed; the rescan will find the row: %s", reason, extra=extra)
-            return
+        self.producer.send_soon(
+            self.topic,
+            encode(due),
+            key=str(due.job_id).encode(),
+            partition=near_partition_of(due.shard, s.kafka.near_partitions, s.shards),
+            on_result=partial(_announced, due),
+        )
+
+
+def _announced(due: DueRun, failure: str | None) -> None:
+    """Count an acknowledged announcement, log a failed one (on the producer's thread)."""
+    if failure is None:
         metrics.near_announced.inc()
-
-    def announce_soon(self, due: DueRun, now: datetime) -> None:
-        """`announce_if_near` in the background, for callers that must not wait (a worker between calls)."""
-        task = asyncio.create_task(self.announce_if_near(due, now))
-        self._pending.add(task)
-        task.add_done_callback(self._pending.discard)
-
-    async def drain(self, timeout_s: float = ANNOUNCE_TIMEOUT_S) -> None:
-        """Wait for background announcements still on their way (shutdown)."""
-        if self._pending:
-            await asyncio.wait(set(self._pending), timeout=timeout_s)
+        return
+    extra = {"tenant": due.tenant_id, "job_id": str(due.job_id), "run_id": str(due.run_id)}
+    log.warning("near-term announcement failed; the rescan will find the row: %s", failure, extra=extra)

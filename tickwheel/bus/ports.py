@@ -4,14 +4,15 @@ reads. Implemented over Kafka (`tickwheel.bus.kafka.KafkaProducer`, `dispatcher.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from schemas.messages import DueRun
 
 
 class Publisher(Protocol):
-    """Produces one message and waits for its acknowledgement (`Unavailable` when the bus does not answer)."""
+    """Produces messages: `send` waits for the acknowledgement (`Unavailable` when the bus does not answer),
+    `send_soon` does not (what needs no answer: the near-term announcements)."""
 
     async def send(
         self,
@@ -23,6 +24,19 @@ class Publisher(Protocol):
         headers: Sequence[tuple[str, bytes]] = (),
     ) -> tuple[int, int]:
         """Publish `value` on `topic`; returns (partition, offset)."""
+        ...
+
+    def send_soon(
+        self,
+        topic: str,
+        value: bytes,
+        *,
+        key: bytes | None = None,
+        partition: int | None = None,
+        on_result: Callable[[str | None], None],
+    ) -> None:
+        """Publish `value` on `topic` without waiting: `on_result` later gets None once the bus acknowledged it,
+        else the reason it did not, on whichever thread learns it (so it must be thread-safe and quick)."""
         ...
 
 

@@ -189,7 +189,6 @@ async def test_a_run_flow_control_refuses_is_deferred_without_spending_an_attemp
     scene = Scene(limits=Limits(Denied("target_rate", 3.0)))
     run = await scene.due_run()
     await scene.handler().handle(due_run_for(run))
-    await scene.announcer.drain()
     assert scene.status(run) == (RunStatus.SCHEDULED, 0) and scene.target.calls == 0
     assert [(a.kind, a.error) for a in await scene.store.get_attempts(run.run_id)] == [("deferred", "target_rate")]
     rows = await scene.store.read_range(run.shard, NOW, NOW + timedelta(minutes=1))
