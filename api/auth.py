@@ -5,7 +5,8 @@ and failures are counted in Redis per client address and per key prefix; past `a
 either way, the caller gets 429 + Retry-After before any database read. A checked key is trusted in-process
 for `api.auth_cache_s`, but every request also asks Redis (in the same round trip as the rate quota) whether
 the key was revoked since: `revoke_everywhere` marks it, so a revocation holds on every API process at the
-caller's next request, not after the cache expires.
+caller's next request, not after the cache expires. A request that creates a job takes its job slot in that
+round trip too (`quotas.ONE_JOB_ROUTES`); the slot is given back here unless the handler made the job with it.
 
 Redis holds limits, not truth: while it does not answer, requests are not refused for it. The rate and the
 failure counts are kept in this process (`api.local`), and without the revocation mark a key is trusted only as
@@ -26,7 +27,8 @@ from tickwheel.flow.redis import REDIS_DOWN, RedisAway, RedisClient
 from tickwheel.store import tenants
 from tickwheel.store.tenants import Tenant
 
-from .context import KEY_ID, TENANT, Api, api_of
+from . import quotas
+from .context import HELD_JOB_SLOT, KEY_ID, TENANT, Api, api_of
 from .quotas import check_rate
 
 PUBLIC_PATHS = frozenset({"/healthz", "/readyz", "/metrics", "/v1/openapi.json"})
@@ -52,10 +54,20 @@ async def authenticate(request: web.Request, handler: Handler) -> web.StreamResp
     request[TENANT] = tenant
     request[KEY_ID] = key_id_of(key)
     mark = revoked_mark(api.redis, key_id_of(key))
-    if not await check_rate(api, tenant, revoked_mark=mark, on_revoked=lambda: forget(api, key)):
+    route = request.match_info.route.resource
+    one_job = route is not None and (request.method, route.canonical) in quotas.ONE_JOB_ROUTES
+    checked = await check_rate(api, tenant, revoked_mark=mark, on_revoked=lambda: forget(api, key), job_slot=one_job)
+    if not checked.redis_answered:
         api.local.without_redis("revocation", RedisAway("the rate check found Redis away"))  # counted, not again
         await tenant_for_key(api, key, request.remote or "-", max_age_s=REVOKED_WITHOUT_REDIS_S)
-    return await handler(request)
+    if not checked.job_slot:
+        return await handler(request)
+    request[HELD_JOB_SLOT] = True
+    try:
+        return await handler(request)
+    finally:
+        if request[HELD_JOB_SLOT]:  # no job was made with it (a refused body, a replay, a failed write)
+            await quotas.give_back_job_slot(api, tenant)
 
 
 def key_id_of(key: str) -> str:

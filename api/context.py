@@ -48,6 +48,8 @@ class Api:
 API = web.AppKey("api", Api)
 TENANT = web.RequestKey("tenant", Tenant)
 KEY_ID = web.RequestKey("key_id", str)
+# Whether the request holds a job slot its rate check took (api.quotas.ONE_JOB_ROUTES) that no create has used yet.
+HELD_JOB_SLOT = web.RequestKey("held_job_slot", bool)
 
 
 def api_of(request: web.Request) -> Api:

@@ -34,7 +34,7 @@ from tickwheel.store.records import RunStatus
 from tickwheel.store.runs import NewRun
 
 from . import audit, quotas
-from .context import Api, api_of, run_retention_s, tenant_of
+from .context import HELD_JOB_SLOT, Api, api_of, run_retention_s, tenant_of
 from .idempotency import HEADER, REPLAYED, KeyedCreate, check_replay, idempotent, keyed_create
 from .planning import next_at, resume_at
 from .responses import job_document, json_response, list_document, page_limit, path_uuid, preview_document
@@ -169,7 +169,7 @@ async def create(
         job_id, tenant.tenant_id, shard, JobState.ACTIVE, 1, definition, definition.priority,
         run.scheduled_at, run.run_id, 0, None, None, now, now,
     )  # fmt: skip
-    if not slot_taken:
+    if not slot_taken and not _used_held_slot(request):
         earlier = await _take_slot(request, keyed, now)
         if earlier is not None:
             return earlier, True
@@ -188,6 +188,14 @@ async def create(
     api.near.announce_if_near(due_run_for(run), now)
     log.debug("job created", extra={"tenant": tenant.tenant_id, "job_id": job_id, "run_id": run.run_id})
     return job, False
+
+
+def _used_held_slot(request: web.Request) -> bool:
+    """Whether the request's rate check took the job's slot already (auth, `quotas.ONE_JOB_ROUTES`); this create
+    then owns it (gives it back itself when it makes no job), so the middleware no longer does."""
+    held = HELD_JOB_SLOT in request and request[HELD_JOB_SLOT]
+    request[HELD_JOB_SLOT] = False
+    return held
 
 
 async def _take_slot(request: web.Request, keyed: KeyedCreate | None, now: datetime) -> Job | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from tickwheel.errors import InvalidInput, QuotaExceeded, Unauthorized
 from tickwheel.flow.redis import REDIS_DOWN
@@ -29,15 +30,46 @@ class JobQuotaExceeded(InvalidInput):
     title = "Job quota exceeded"
 
 
+# Takes up to `wanted` slots of a job counter if it exists (-1: not seeded yet), as many as fit under `limit`: how
+# many were taken. Shared by the two scripts below.
+_TAKE_SLOTS = """
+local function take_slots(key, limit, wanted)
+  if redis.call('EXISTS', key) == 0 then return -1 end
+  local taken = math.max(0, math.min(wanted, limit - tonumber(redis.call('GET', key))))
+  if taken > 0 then redis.call('INCRBY', key, taken) end
+  return taken
+end
+"""
+
 # One script call per request, in the process's shared pipeline (`RedisClient.run_script`): count the request's
-# units in this second's window and, with a second key, say whether the caller's key was revoked.
-COUNT_REQUEST = """
+# units in this second's window (KEYS[1]) and, with a second key, say whether the caller's key was revoked; with a
+# third (a route that creates one job, ONE_JOB_ROUTES), take one of the tenant's job slots in the same round trip,
+# unless the request is refused for its rate or its key (ARGV: units, the rate limit, the job limit).
+COUNT_REQUEST = (
+    _TAKE_SLOTS
+    + """
 local used = redis.call('INCRBY', KEYS[1], ARGV[1])
 redis.call('EXPIRE', KEYS[1], 2)
 local revoked = 0
 if KEYS[2] then revoked = redis.call('EXISTS', KEYS[2]) end
-return {used, revoked}
+local slot = 0
+if KEYS[3] and revoked == 0 and used <= tonumber(ARGV[2]) then slot = take_slots(KEYS[3], tonumber(ARGV[3]), 1) end
+return {used, revoked, slot}
 """
+)
+
+# The routes whose request creates one job: their rate check takes the job slot too (`check_rate(job_slot=True)`),
+# which saves the create a round trip of its own; the authentication middleware gives it back unless a job was made.
+ONE_JOB_ROUTES = frozenset({("POST", "/v1/jobs")})
+
+
+@dataclass(frozen=True, slots=True)
+class RateChecked:
+    """What a passed rate check learnt: whether Redis answered (else the rate was counted in this process only and
+    the revocation mark was not read), and whether it took one of the tenant's job slots."""
+
+    redis_answered: bool
+    job_slot: bool = False
 
 
 async def check_rate(
@@ -47,29 +79,34 @@ async def check_rate(
     units: int = 1,
     revoked_mark: str | None = None,
     on_revoked: Callable[[], None] | None = None,
-) -> bool:
+    job_slot: bool = False,
+) -> RateChecked:
     """429 with Retry-After when the tenant spent more than its requests per second in this second; a request
     costs `units` (an expensive read is charged as several requests). With `revoked_mark`, the same round trip
-    asks whether the caller's key was revoked (401, `on_revoked` first). False when Redis did not answer: the rate
-    was counted in this process only and the revocation mark was not read."""
+    asks whether the caller's key was revoked (401, `on_revoked` first); with `job_slot` too, it takes one of the
+    tenant's job slots if one is free and its counter is seeded (else the create takes it, `take_job_slot`)."""
     limit = tenant.requests_per_s or api.settings.api.requests_per_s
     now = api.clock()
     key = api.redis.key("rate", tenant.tenant_id, str(int(now.timestamp())))
     keys = [key] if revoked_mark is None else [key, revoked_mark]
+    args = [units]
+    if job_slot and revoked_mark is not None:
+        keys.append(api.redis.key("jobs", tenant.tenant_id))
+        args += [limit, tenant.max_jobs or api.settings.api.max_jobs_per_tenant]
     try:
         api.local.ask_redis()
-        answers = await api.redis.run_script(COUNT_REQUEST, keys, [units])
+        answers = await api.redis.run_script(COUNT_REQUEST, keys, args)
     except REDIS_DOWN as exc:
         api.local.without_redis("rate", exc)
         used = api.local.count(("rate", tenant.tenant_id), int(now.timestamp()), units)
         _refuse_above(used, limit, now.microsecond)
-        return False
+        return RateChecked(redis_answered=False)
     if revoked_mark is not None and answers[1]:
         if on_revoked is not None:
             on_revoked()
         raise Unauthorized("the API key is unknown or revoked")
     _refuse_above(int(answers[0]), limit, now.microsecond)
-    return True
+    return RateChecked(redis_answered=True, job_slot=int(answers[2]) == 1)
 
 
 def _refuse_above(used: int, limit: int, microsecond: int) -> None:
@@ -77,15 +114,8 @@ def _refuse_above(used: int, limit: int, microsecond: int) -> None:
         raise QuotaExceeded(f"more than {limit} requests per second; slow down", retry_after_s=1.0 - microsecond / 1e6)
 
 
-# One round trip per create (or per batch of creates): take up to ARGV[2] job slots if the counter exists (-1: not
-# seeded yet) and as many as fit under the limit ARGV[1]; the answer is how many were taken.
-TAKE_JOB_SLOTS = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local free = tonumber(ARGV[1]) - tonumber(redis.call('GET', KEYS[1]))
-local taken = math.max(0, math.min(tonumber(ARGV[2]), free))
-if taken > 0 then redis.call('INCRBY', KEYS[1], taken) end
-return taken
-"""
+# One round trip per create (or per batch of creates): take up to ARGV[2] job slots under the limit ARGV[1].
+TAKE_JOB_SLOTS = _TAKE_SLOTS + "return take_slots(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]))\n"
 
 
 MAX_PREVIEW = 100

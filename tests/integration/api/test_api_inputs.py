@@ -153,6 +153,22 @@ async def test_a_keyed_create_replayed_at_the_job_quota_answers_its_replay_and_a
     assert (await problem_of(changed, 422))["field"] == "Idempotency-Key"  # the key with another body: as ever
 
 
+async def test_creates_that_make_no_job_give_back_the_slot_their_rate_check_took(make_client: Any, make_tenant: Any):
+    tenant = await make_tenant(await make_client(max_jobs_per_tenant=2))
+    body, headers = cron_job(), {"Idempotency-Key": f"slots-{uuid.uuid4()}"}
+    assert (await tenant.call("POST", "/v1/jobs", json=body, headers=headers)).status == 201  # seeds the counter
+    for _ in range(3):  # refused bodies, before and after parsing, and replays: each took a slot and gave it back
+        await problem_of(await tenant.call("POST", "/v1/jobs", json={"target": 1}), 422)
+        await problem_of(
+            await tenant.call("POST", "/v1/jobs", data=b"{", headers={"Content-Type": "application/json"}), 400
+        )
+        assert (await tenant.call("POST", "/v1/jobs", json=body, headers=headers)).headers[
+            "Idempotent-Replayed"
+        ] == "true"
+    assert (await tenant.call("POST", "/v1/jobs", json=cron_job())).status == 201  # the second job of two
+    await problem_of(await tenant.call("POST", "/v1/jobs", json=cron_job()), 422)
+
+
 async def test_a_cron_more_frequent_than_the_minimum_interval_is_422(make_client: Any, make_tenant: Any):
     tenant = await make_tenant(await make_client(min_interval_s=3600))
     body = cron_job(schedule={"type": "cron", "expr": "*/30 * * * *", "tz": "UTC"})

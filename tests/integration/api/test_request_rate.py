@@ -67,3 +67,30 @@ async def test_a_revoked_mark_is_answered_in_the_same_call(settings: Settings, n
         assert revoked == [True]
     finally:
         await redis.close()
+
+
+async def test_a_create_routes_rate_check_takes_a_job_slot_only_when_the_request_passes(
+    settings: Settings, namespace: str
+) -> None:
+    redis = RedisClient(settings.redis, prefix=f"{namespace}:")
+    api = _api(settings, redis, limit=3)
+    api.settings = dataclasses.replace(api.settings, api=dataclasses.replace(api.settings.api, max_jobs_per_tenant=2))
+    tenant, mark, jobs = _tenant(namespace), redis.key("revoked", "k1"), redis.key("jobs", namespace)
+    try:
+        checked = await check_rate(api, tenant, revoked_mark=mark, job_slot=True)
+        assert not checked.job_slot and await redis.redis.get(jobs) is None  # not seeded: the create seeds it
+        await redis.redis.set(jobs, 1)
+        assert (await check_rate(api, tenant, revoked_mark=mark, job_slot=True)).job_slot
+        assert not (await check_rate(api, tenant, revoked_mark=mark, job_slot=True)).job_slot  # at the maximum
+        assert await redis.redis.get(jobs) == b"2"
+        await redis.redis.set(jobs, 0)
+        with pytest.raises(QuotaExceeded):  # the 4th request of the second: refused, and takes no slot
+            await check_rate(api, tenant, revoked_mark=mark, job_slot=True)
+        assert await redis.redis.get(jobs) == b"0"
+        await redis.redis.set(mark, 1)
+        api.clock = lambda: datetime(2026, 12, 1, 3, 0, 1, tzinfo=UTC)  # the next second: under the rate again
+        with pytest.raises(Unauthorized):  # a revoked key takes no slot either
+            await check_rate(api, tenant, revoked_mark=mark, job_slot=True)
+        assert await redis.redis.get(jobs) == b"0"
+    finally:
+        await redis.close()
