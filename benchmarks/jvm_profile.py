@@ -3,8 +3,9 @@
 `snap` records every thread's user and system CPU and its voluntary and involuntary context switches from
 /proc/<pid>/task; `diff` prints the groups (thread names without their numbers) between two snapshots, per run
 when `--runs` is given. Cassandra's request stages share one pool of workers (SEPWorker) that rename themselves
-after the stage they last served (Native-Transport-Requests-N, MutationStage-N, ReadStage-N), so their sum is
-printed as "SEP pool". `jfr` buckets the execution samples of a JFR recording by what their stack contains
+after the stage they last served (Native-Transport-Requests-N, MutationStage-N, ReadStage-N; SharedPool-Worker-N
+where `cassandra.set_sep_thread_name` is false, as on the dev stack), so their sum is printed as "SEP pool".
+`jfr` buckets the execution samples of a JFR recording by what their stack contains
 (`jfr print --json --stack-depth 64 --events jdk.ExecutionSample x.jfr > x.json`: the default depth of 5 hides
 the stage); JFR samples only threads running Java code, so the pool's parking and waking (kernel time) is not in
 it, while /proc counts it.
@@ -30,7 +31,10 @@ from pathlib import Path
 from typing import Any
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
-SEP_STAGES = ("Native-Transport-Requests", "MutationStage", "ReadStage", "CounterMutationStage", "ViewMutationStage")
+SEP_STAGES = (
+    "Native-Transport-Requests", "MutationStage", "ReadStage", "CounterMutationStage", "ViewMutationStage",
+    "SharedPool-Worker",  # their own name, kept when they do not rename themselves (cassandra.set_sep_thread_name)
+)  # fmt: skip
 # First match wins: a compaction's stack also holds reads and writes of cells.
 JFR_BUCKETS = (
     ("compaction", ("CompactionTask", "CompactionManager", "CompactionExecutor")),

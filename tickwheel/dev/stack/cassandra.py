@@ -190,6 +190,9 @@ _JVM = [
     "-Dio.netty.tryReflectionSetAccessible=true",
     "-Dio.netty.allocator.useCacheForAllThreads=true",
     "-Dio.netty.allocator.maxOrder=11",
+    # A request stage's worker (SEPWorker) renames its thread after the stage each time it is handed a task, a
+    # system call per hand-over (several per statement); the workers keep their pool's name instead.
+    "-Dcassandra.set_sep_thread_name=false",
 ]
 
 # Test-speed properties. It is a dev stack: unsafesystem and skip_sync skip fsyncs (data may be lost on a
