@@ -54,9 +54,10 @@ class CassandraSettings:
     # migrate; 0 leaves them as created (Cassandra's 10 days). Under `paxos_state_purging: gc_grace` it is also how
     # long each LWT's Paxos state stays in system.paxos (docs/deploy.md "Cassandra nodes"; the dev stack: 900).
     lwt_gc_grace_s: int = 0
-    # Where the driver's connections do their I/O: `libev`, the driver's own thread, or `loop`, the process's event
-    # loop (tickwheel/store/loop_io.py: no thread crossing per request; no TLS).
-    driver_io: str = "libev"
+    # Where the driver's connections do their I/O: `loop`, the process's event loop (tickwheel/store/loop_io.py: no
+    # thread crossing per request; no TLS), or `libev`, the driver's own thread (the default until session 19: the
+    # worker's CPU per run 0.89x on the loop, BENCHMARKS.md "Wake-ups").
+    driver_io: str = "loop"
     # Group commit (store/grouping.py): a create's batch leaves alone while fewer than this many batches are in
     # flight, else with the others queued behind them. Lower: more creates a batch, each waiting for an answer.
     group_commit_below: int = 4
