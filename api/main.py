@@ -26,7 +26,7 @@ async def serve(settings: Settings) -> None:
     """Connect to the servers, listen on settings.api.host:port until cancelled, then close everything."""
     store = await CassandraStore.connect(settings.cassandra)
     await store.prepare_all(statements_of(audit, jobs, runs, tenants))
-    producer = KafkaProducer(settings.kafka)
+    producer = KafkaProducer(settings.kafka, linger_ms=settings.kafka.announce_linger_ms)  # it only announces
     redis = RedisClient(settings.redis)
     runner = web.AppRunner(make_app(settings, CassandraTables(store), producer, redis), access_log=None)
     await runner.setup()
