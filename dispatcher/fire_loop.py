@@ -68,11 +68,13 @@ class Firing:
         self._gates = {lane: asyncio.Semaphore(self.cfg.fire_concurrency) for lane in firing.LANE_RANK}
 
     async def loop(self) -> None:
-        """Fire what is due, then sleep until the next row is due (at most IDLE_MS, woken by an earlier row)."""
+        """Fire what is due, then sleep until the next row is due (at least `fire_grain_ms`, at most IDLE_MS; woken
+        by a row due before that)."""
         table = self.table
         while True:
             next_due = self.fire_due() if self.ownership.can_fire() else None
-            delay_ms = IDLE_MS if next_due is None else min(IDLE_MS, max(0, next_due - self.clock.now_ms()))
+            grain = self.cfg.fire_grain_ms
+            delay_ms = IDLE_MS if next_due is None else min(IDLE_MS, max(grain, next_due - self.clock.now_ms()))
             table.sleep_until_ms = self.clock.now_ms() + delay_ms
             table.wake.clear()
             with contextlib.suppress(TimeoutError):

@@ -257,6 +257,26 @@ async def test_a_row_whose_send_must_wait_is_put_back_and_goes_out_on_resume(par
     assert parts.firing.fired_count == 1
 
 
+async def test_the_fire_loop_sleeps_its_grain_so_rows_due_close_together_leave_in_one_round(parts: Parts) -> None:
+    await parts.own(1)
+    grain = parts.settings.dispatcher.fire_grain_ms
+    first, second = row(1, NOW + timedelta(milliseconds=1)), row(1, NOW + timedelta(milliseconds=grain - 1))
+    parts.table.insert_all([first, second])
+    loop = asyncio.create_task(parts.firing.loop())
+    try:
+        await asyncio.sleep(0)
+        assert parts.bus.messages == []  # nothing is due yet: never early
+        assert parts.table.sleep_until_ms == epoch_ms(NOW) + grain  # not the 1 ms until the first row
+        parts.now = NOW + timedelta(milliseconds=grain)  # where the loop wakes up
+        parts.table.wake.set()
+        for _ in range(10):  # the loop's wait (a wait_for) ends a few steps after the wake
+            await asyncio.sleep(0)
+        await parts.firing.settle()
+        assert [m.key for m in parts.bus.messages] == [str(first.job_id).encode(), str(second.job_id).encode()]
+    finally:
+        loop.cancel()
+
+
 # -- Checkpointer -------------------------------------------------------------------------------------------------
 async def test_a_leaving_owner_tags_its_marks_and_keeps_a_shard_a_newer_epoch_fenced(parts: Parts) -> None:
     await parts.own(1, 2, epoch=1)
