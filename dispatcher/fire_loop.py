@@ -61,6 +61,7 @@ class Firing:
         self.topics = topic_names(settings.kafka.topic_prefix)
         self.near_partitions, self.shards = settings.kafka.near_partitions, settings.shards
         self.fired_count = 0
+        self.last_round_ms = 0  # when `fire_due` last sent a batch: the next round waits `fire_grain_ms` after it
         self._spawn = spawn
         self._sending: set[asyncio.Task[Any]] = set()
         # One send gate per lane: asyncio's semaphore is FIFO, so with one gate an urgent row due just after a
@@ -68,14 +69,15 @@ class Firing:
         self._gates = {lane: asyncio.Semaphore(self.cfg.fire_concurrency) for lane in firing.LANE_RANK}
 
     async def loop(self) -> None:
-        """Fire what is due, then sleep until the next row is due (at least `fire_grain_ms`, at most IDLE_MS; woken
-        by a row due before that)."""
+        """Fire what is due, then sleep until the next row is due, but not before `fire_grain_ms` after the last
+        round that sent anything (at most IDLE_MS; woken by a row due before then)."""
         table = self.table
         while True:
             next_due = self.fire_due() if self.ownership.can_fire() else None
-            grain = self.cfg.fire_grain_ms
-            delay_ms = IDLE_MS if next_due is None else min(IDLE_MS, max(grain, next_due - self.clock.now_ms()))
-            table.sleep_until_ms = self.clock.now_ms() + delay_ms
+            now_ms = self.clock.now_ms()
+            next_round_ms = None if next_due is None else max(next_due, self.last_round_ms + self.cfg.fire_grain_ms)
+            delay_ms = IDLE_MS if next_round_ms is None else min(IDLE_MS, max(0, next_round_ms - now_ms))
+            table.sleep_until_ms = now_ms + delay_ms
             table.wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(table.wake.wait(), delay_ms / 1000)
@@ -88,6 +90,7 @@ class Firing:
         batch = table.wheel.advance(now_ms)
         table.fired_through_ms = now_ms
         if batch:
+            self.last_round_ms = now_ms
             self.dispatch(batch)
         metrics.wheel_size.set(len(table.wheel))
         return table.wheel.next_due_ms()

@@ -150,9 +150,10 @@ class DispatcherSettings:
     acquire_lookback_s: float = 20.0
     capacity_per_s: int = 20_000
     fire_concurrency: int = 256
-    # The fire loop sleeps at least this long between two rounds (unless a row due sooner arrives): rows due within
-    # it leave together, one wake-up of the loop and one produce request for several (~3 at 300 runs/s) instead of
-    # one each. A row fires at most this much after its due time, never before.
+    # After a round that sent something the fire loop waits at least this long before the next: rows due within it
+    # leave together, one wake-up of the loop and one produce request for several (~3 at 300 runs/s) instead of
+    # one each. A row fires at most this much after its due time (or after it reached the wheel, if later), never
+    # before.
     fire_grain_ms: int = 10
     # One LWT per moved shard per write: 1024 shards every 10 s were ~100 LWT/s on an idle box. A new owner reads
     # from the checkpoint minus resume_grace_s (120 s) anyway, so a coarser mark costs only a longer re-read.

@@ -257,22 +257,31 @@ async def test_a_row_whose_send_must_wait_is_put_back_and_goes_out_on_resume(par
     assert parts.firing.fired_count == 1
 
 
-async def test_the_fire_loop_sleeps_its_grain_so_rows_due_close_together_leave_in_one_round(parts: Parts) -> None:
+async def test_the_fire_loop_waits_its_grain_after_a_round_so_rows_due_within_it_leave_together(parts: Parts) -> None:
     await parts.own(1)
-    grain = parts.settings.dispatcher.fire_grain_ms
-    first, second = row(1, NOW + timedelta(milliseconds=1)), row(1, NOW + timedelta(milliseconds=grain - 1))
-    parts.table.insert_all([first, second])
+    grain = parts.settings.dispatcher.fire_grain_ms  # 10 ms
+    now, first, second = (row(1, NOW + timedelta(milliseconds=ms)) for ms in (0, 5, grain - 1))
+    parts.table.insert_all([now, first, second])
     loop = asyncio.create_task(parts.firing.loop())
     try:
         await asyncio.sleep(0)
-        assert parts.bus.messages == []  # nothing is due yet: never early
-        assert parts.table.sleep_until_ms == epoch_ms(NOW) + grain  # not the 1 ms until the first row
-        parts.now = NOW + timedelta(milliseconds=grain)  # where the loop wakes up
-        parts.table.wake.set()
+        await parts.firing.settle()
+        assert [m.key for m in parts.bus.messages] == [str(now.job_id).encode()]  # never early
+        assert parts.table.sleep_until_ms == epoch_ms(NOW) + grain  # not the 5 ms until the next row
+        parts.now = NOW + timedelta(milliseconds=3)
+        extra = row(1, NOW + timedelta(milliseconds=grain - 1))
+        parts.table.insert_all([extra])  # due before the loop would wake: wakes it
         for _ in range(10):  # the loop's wait (a wait_for) ends a few steps after the wake
             await asyncio.sleep(0)
+        assert len(parts.bus.messages) == 1
+        assert parts.table.sleep_until_ms == epoch_ms(NOW) + grain  # the grain counts from the round, not the wake
+        parts.now = NOW + timedelta(milliseconds=grain)
+        parts.table.wake.set()
+        for _ in range(10):
+            await asyncio.sleep(0)
         await parts.firing.settle()
-        assert [m.key for m in parts.bus.messages] == [str(first.job_id).encode(), str(second.job_id).encode()]
+        later = {str(r.job_id).encode() for r in (first, second, extra)}
+        assert {m.key for m in parts.bus.messages[1:]} == later and len(parts.bus.messages) == 4  # in one round
     finally:
         loop.cancel()
 
