@@ -212,13 +212,15 @@ _DEV_PROPERTIES = [
 # worker without work "spins" in parkNanos sleeps of 10 us and up before it parks for good, and Linux rounds each
 # such sleep up by the thread's timer slack (50 us by default). At a few hundred statements a second the workers
 # woke ~35 times per statement, a third of the pool's CPU in the kernel (BENCHMARKS.md "Cost per run, round 5").
-# A slack of 1 ms made each spin sleep last ~1 ms: the same work with a sixth of the wake-ups; 4 ms (session 19)
-# another third fewer (~31 instead of ~46 context switches per run at 300 runs/s, the node 0.92x CPU per run,
-# BENCHMARKS.md "Wake-ups"). Wake-ups by a producer (unpark) are not delayed; a task that finds a worker spinning
-# waits for that worker's sleep to end, so a statement's latency grows by up to the slack per stage it crosses
-# (the start lag at 300 runs/s did not move measurably). Timer slack is inherited by every thread and kept
-# across exec: the JVM is started through a one-line launcher that sets it (prctl PR_SET_TIMERSLACK).
-TIMER_SLACK_NS = 4_000_000
+# A slack of 1 ms makes each spin sleep last ~1 ms: the same work with a sixth of the wake-ups. Wake-ups by a
+# producer (unpark) are not delayed; a task that finds a worker spinning waits for that worker's sleep to end,
+# so a statement's latency grows by up to the slack per stage it crosses. 4 ms (session 19) cut another third of
+# the node's context switches (0.92x its CPU per run at 300 runs/s) but made a multi-partition read, one stage
+# hop per partition, ~3x slower (a 128-partition COUNT ~0.35 s: the operator page's forecast no longer answered
+# in 30 s; a take-over's reads would be slower too): kept at 1 ms (BENCHMARKS.md "Wake-ups"). Timer slack is
+# inherited by every thread and kept across exec: the JVM is started through a one-line launcher that sets it
+# (prctl PR_SET_TIMERSLACK).
+TIMER_SLACK_NS = 1_000_000
 _PR_SET_TIMERSLACK = 29
 _WITH_TIMER_SLACK = (
     "import ctypes, os, sys; "
