@@ -34,14 +34,15 @@ def near_partitions_for(shard_ids: Iterable[int], partitions: int, shards: int =
     return sorted({near_partition_of(s, partitions, shards) for s in shard_ids})
 
 
+def addressed(run: DueRun, partitions: int, shards: int) -> tuple[bytes, bytes, int]:
+    """The announcement of `run`: its message, its key (the job) and the partition of its shard."""
+    return encode(run), str(run.job_id).encode(), near_partition_of(run.shard, partitions, shards)
+
+
 async def announce(producer: Publisher, topic: str, run: DueRun, *, partitions: int, shards: int = 1024) -> None:
     """Publish `run` on the near-term topic (after its durable write), to the partition of its shard."""
-    await producer.send(
-        topic,
-        encode(run),
-        key=str(run.job_id).encode(),
-        partition=near_partition_of(run.shard, partitions, shards),
-    )
+    value, key, partition = addressed(run, partitions, shards)
+    await producer.send(topic, value, key=key, partition=partition)
 
 
 class NearAnnouncer:
@@ -67,14 +68,8 @@ class NearAnnouncer:
         """Announce `due` if it is near, without waiting for the acknowledgement; a failure is logged."""
         if not self.is_near(datetime.fromtimestamp(due.fire_at_ms / 1000, UTC), now):
             return
-        s = self.settings
-        self.producer.send_soon(
-            self.topic,
-            encode(due),
-            key=str(due.job_id).encode(),
-            partition=near_partition_of(due.shard, s.kafka.near_partitions, s.shards),
-            on_result=partial(_announced, due),
-        )
+        value, key, partition = addressed(due, self.settings.kafka.near_partitions, self.settings.shards)
+        self.producer.send_soon(self.topic, value, key=key, partition=partition, on_result=partial(_announced, due))
 
 
 def _announced(due: DueRun, failure: str | None) -> None:
