@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Side-by-side legs of the sustained workload (BENCHMARKS.md, issue 14): each leg runs one commit's code on its own
+# fresh single-node servers, started from that commit (so server settings are measured too), one api, dispatcher,
+# worker and coordinator, a warm-up step and a measured step of `benchmarks.sustained`. Legs run one after another
+# in the order given (ABBA: A B B A), each on a quiet box; take `flock /work/bench.lock` around it on a shared one.
+#
+#   benchmarks/abba.sh TAG RATE SECONDS WARMUP LEG...
+#   LEG = COMMIT[+KEY=VALUE[+KEY=VALUE...]]   settings passed to `private_platform up --set`
+#   e.g. benchmarks/abba.sh a1 300 120 60 main feature feature main
+#
+# Each leg's output lands in $ABBA_DIR/TAG-N/ (default /tmp/abba): the code, the servers, leg.log and the
+# sustained step's JSON (code/benchmarks/results/); `python -m benchmarks.abba_rows $ABBA_DIR/TAG-*` prints the
+# table. The servers listen on $ABBA_HOST (default 127.0.0.14), so the dev stack on 127.0.0.1 may stay up (idle).
+set -euo pipefail
+[ $# -ge 5 ] || { sed -n 2,12p "$0"; exit 2; }
+tag=$1 rate=$2 seconds=$3 warmup=$4
+shift 4
+repo=$(cd "$(dirname "$0")/.." && pwd)
+py=$repo/.venv/bin/python
+out=${ABBA_DIR:-/tmp/abba}
+host=${ABBA_HOST:-127.0.0.14}
+jars=$repo/.stack/lib   # the servers' jars, resolved once by the dev stack (`tickwheel stack up`)
+[ -d "$jars" ] || { echo "abba: $jars missing: run .venv/bin/tickwheel stack up once" >&2; exit 1; }
+
+n=0
+for leg in "$@"; do
+  n=$((n + 1))
+  commit=${leg%%+*}
+  sets=()
+  if [ "$leg" != "$commit" ]; then
+    IFS=+ read -r -a pairs <<< "${leg#*+}"
+    for pair in "${pairs[@]}"; do sets+=(--set "$pair"); done
+  fi
+  dir=$out/$tag-$n
+  rm -rf "$dir"
+  mkdir -p "$dir/code" "$dir/servers" "$dir/platform"
+  git -C "$repo" archive "$commit" | tar -x -C "$dir/code"
+  ln -s "$jars" "$dir/servers/lib"
+  echo "$leg $(git -C "$repo" rev-parse --short "$commit")" > "$dir/leg"
+  export PYTHONPATH=$dir/code
+  echo "== $tag-$n: $leg ($(date -u +%T))"
+  (cd "$dir/code" && "$py" -m tickwheel.cli stack up --nodes 1 --hosts "$host" --dir "$dir/servers") > "$dir/stack.log" 2>&1
+  (cd "$dir/platform" && "$py" -m benchmarks.private_platform up --servers "$dir/servers" --name "$tag$n" \
+     ${sets[@]+"${sets[@]}"}) > "$dir/platform.log" 2>&1
+  sleep 20
+  (cd "$dir/platform" && TICKWHEEL_ENV_FILE=$dir/platform/.stack/env "$py" -m benchmarks.sustained --idle 0 --warmup "$warmup" --rates "$rate" \
+     --seconds "$seconds" --keep-going) > "$dir/leg.log" 2>&1 || echo "abba: $tag-$n: sustained failed" >&2
+  (cd "$dir/platform" && "$py" -m benchmarks.private_platform down) >> "$dir/platform.log" 2>&1 || true
+  (cd "$dir/code" && "$py" -m tickwheel.cli stack down --nodes 1 --dir "$dir/servers") >> "$dir/stack.log" 2>&1 || true
+  tail -4 "$dir/leg.log"
+done
