@@ -52,6 +52,7 @@ from tickwheel.errors import BatchTooLarge, SettingsError, Unavailable
 from tickwheel.settings import CassandraSettings, host_port
 from tickwheel.store.binding import Binding
 from tickwheel.store.coordinators import WarmUpPolicy
+from tickwheel.store.direct import DirectRequests, Resend
 from tickwheel.store.grouping import GroupedBatches
 from tickwheel.store.loop_io import loop_connection_class
 from tickwheel.store.retries import LwtIntent, RetryIdempotent, intent_of, is_idempotent, keyed_by, same_value
@@ -82,6 +83,7 @@ _UNAVAILABLE = (
     # ConnectionShutdown (run 11 of the soak: a keyed create's LWT went up raw as a 500).
     ConnectionException,
 )
+SPECULATE_AFTER = 0.5  # an idempotent statement unanswered for this share of the request timeout goes to a 2nd node
 LWT_TRIES = 3  # sends of a conditional write whose outcome stays unknown, each after a SERIAL read settled it
 
 
@@ -89,7 +91,12 @@ class CassandraStore:
     """An open session on one keyspace; `execute`, `page` and `batch` are awaitable."""
 
     def __init__(
-        self, settings: CassandraSettings, cluster: Cluster, session: Session, coordinators: WarmUpPolicy | None = None
+        self,
+        settings: CassandraSettings,
+        cluster: Cluster,
+        session: Session,
+        coordinators: WarmUpPolicy | None = None,
+        direct: DirectRequests | None = None,
     ):
         self.settings = settings
         self.keyspace = settings.keyspace
@@ -107,6 +114,7 @@ class CassandraStore:
         self._rounds = RoundBatches(lambda rows: self.batch(rows, logged=False))
         self._round_reads: dict[str, RoundReads[Any, Row]] = {}  # by the grouped read's statement
         self._coordinators = coordinators  # told of the hosts that leave a request unanswered
+        self._direct = direct  # statements sent on the driver's connections without its per-request machinery
 
     @classmethod
     async def connect(
@@ -129,7 +137,9 @@ class CassandraStore:
             request_timeout=settings.request_timeout_s,
             row_factory=dict_factory,
             retry_policy=RetryIdempotent(),
-            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(settings.request_timeout_s / 2, 1),
+            speculative_execution_policy=ConstantSpeculativeExecutionPolicy(
+                settings.request_timeout_s * SPECULATE_AFTER, 1
+            ),
         )
         if settings.driver_io not in ("libev", "loop"):
             raise SettingsError(f"TICKWHEEL_CASSANDRA_DRIVER_IO={settings.driver_io!r}: libev or loop")
@@ -156,7 +166,18 @@ class CassandraStore:
         except _UNAVAILABLE as exc:
             cluster.shutdown()
             raise Unavailable(f"Cassandra at {','.join(settings.hosts)} is unavailable: {exc}") from exc
-        return cls(settings, cluster, session, coordinators)
+        direct = None
+        if on_loop:
+            direct = DirectRequests(
+                session,
+                coordinators,
+                consistency=profile.consistency_level,
+                timeout_s=settings.request_timeout_s,
+                speculate_after_s=settings.request_timeout_s * SPECULATE_AFTER,
+                row_factory=dict_factory,
+                unanswered=coordinators.unanswered,
+            )
+        return cls(settings, cluster, session, coordinators, direct)
 
     async def close(self) -> None:
         """Shut the driver's connections down (in a thread: the driver's shutdown blocks)."""
@@ -229,8 +250,10 @@ class CassandraStore:
             statement.fetch_size = page_size
         paging_state = _decode_cursor(cursor)
         _counter_of(cql).inc()
-        future = self._call(self._session.execute_async, statement, sent or None, paging_state=paging_state)
-        result = await self._answer(future)
+        if prepared:
+            result = await self._run(statement, paging_state)
+        else:
+            result = await self._answer(self._call(self._session.execute_async, statement, sent or None))
         self._check_shape(cql, result.column_names)
         rows = list(result.current_rows)
         self._check_keys(cql, params, rows)
@@ -278,7 +301,7 @@ class CassandraStore:
         bound = await self.bound(intent.read, intent.read_params)
         bound.consistency_level = ConsistencyLevel.SERIAL
         metrics.cql_statements.labels("read").inc()
-        result = await self._answer(self._call(self._session.execute_async, bound))
+        result = await self._run(bound)
         self._check_shape(intent.read, result.column_names)
         rows = list(result.current_rows)
         return rows[0] if rows else None
@@ -331,9 +354,8 @@ class CassandraStore:
             idempotent = idempotent and bound.is_idempotent  # judged once, when prepared (2 % of a worker's CPU)
         batch.is_idempotent = idempotent
         _counter("batch_logged" if logged else "batch_unlogged").inc()
-        future = self._call(self._session.execute_async, batch)
         try:
-            await self._answer(future)
+            await self._run(batch)
         except InvalidRequest as exc:
             if "Batch too large" not in str(exc):
                 raise
@@ -387,15 +409,33 @@ class CassandraStore:
         future = self._call(self._session.execute_async, cql, timeout=60.0)
         await _await(future, self.settings.hosts)
 
+    async def _run(self, statement: BoundStatement | BatchStatement, paging_state: bytes | None = None) -> Any:
+        """`statement`'s answer (rows, column names, paging state): sent directly on a driver connection when the
+        connections are the loop's (store.direct), through the driver's full path when that hands it back."""
+        if self._direct is not None:
+            try:
+                return await self._direct.run(statement, paging_state)
+            except Resend:
+                pass
+            except _UNAVAILABLE as exc:
+                unavailable = _did_not_answer(exc, self.settings.hosts)
+                self._unanswered(unavailable)
+                raise unavailable from exc
+        return await self._answer(self._call(self._session.execute_async, statement, paging_state=paging_state))
+
     async def _answer(self, future: ResponseFuture) -> Any:
         """`future`'s result; a host that let it run into the request timeout is asked last for a while (an LWT's
         SERIAL read and its next send among them: `applied`)."""
         try:
             return await _await(future, self.settings.hosts)
         except Unavailable as exc:
-            if isinstance(exc.__cause__, OperationTimedOut) and self._coordinators is not None:
-                self._coordinators.unanswered(exc.__cause__.last_host)
+            self._unanswered(exc)
             raise
+
+    def _unanswered(self, exc: Unavailable) -> None:
+        """A coordinator that let the request run into the timeout (`exc`'s cause) is asked last for a while."""
+        if isinstance(exc.__cause__, OperationTimedOut) and self._coordinators is not None:
+            self._coordinators.unanswered(exc.__cause__.last_host)
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> ResponseFuture:
         try:
@@ -456,7 +496,14 @@ async def _await(future: ResponseFuture, hosts: Sequence[str]) -> Any:
     try:
         return await done
     except _UNAVAILABLE as exc:
-        raise Unavailable(f"Cassandra at {','.join(hosts)} did not answer: {exc}") from exc
+        raise _did_not_answer(exc, hosts) from exc
+
+
+def _did_not_answer(exc: BaseException, hosts: Sequence[str]) -> Unavailable:
+    """The `Unavailable` a driver error that means "the cluster did not answer" becomes (its cause: `exc`)."""
+    unavailable = Unavailable(f"Cassandra at {','.join(hosts)} did not answer: {exc}")
+    unavailable.__cause__ = exc
+    return unavailable
 
 
 def _resolve(

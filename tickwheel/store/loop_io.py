@@ -27,6 +27,8 @@ from typing import Any, cast
 
 from cassandra.connection import Connection, ConnectionShutdown
 
+from tickwheel.store.segments import UNCOMPRESSED_SEGMENTS
+
 log = logging.getLogger(__name__)
 
 
@@ -118,6 +120,12 @@ class LoopConnection(Connection):  # type: ignore[misc]  # the driver is untyped
         self._socket.setblocking(False)
         self._on_loop(self._attach)
         self._send_options_message()
+
+    def _enable_checksumming(self) -> None:
+        """Protocol v5's segments, uncompressed ones framed by store.segments."""
+        Connection._enable_checksumming(self)
+        if not self.compressor:
+            self._segment_codec = UNCOMPRESSED_SEGMENTS
 
     def _on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
         if threading.get_ident() == self._loop_thread:
