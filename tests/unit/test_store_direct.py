@@ -8,11 +8,12 @@ import threading
 from typing import Any
 
 import pytest
-from cassandra import ConsistencyLevel, OperationTimedOut, WriteTimeout, WriteType
+from cassandra import ConsistencyLevel, InvalidRequest, OperationTimedOut, WriteTimeout, WriteType
 from cassandra.connection import ConnectionShutdown
 from cassandra.protocol import (
     RESULT_KIND_ROWS,
     RESULT_KIND_VOID,
+    InvalidRequestException,
     OverloadedErrorMessage,
     PreparedQueryNotFound,
     ReadTimeoutErrorMessage,
@@ -169,6 +170,12 @@ async def test_a_timeout_answer_goes_to_the_drivers_path_only_for_an_idempotent_
     with pytest.raises(Exception) as raised:
         await _answered(direct, pool, _batch(False), ReadTimeoutErrorMessage(0x1200, "timeout", info))
     assert not isinstance(raised.value, Resend)
+
+
+async def test_an_invalid_request_is_raised_at_once_even_for_an_idempotent_statement() -> None:
+    direct, pool, _ = _requests()
+    with pytest.raises(InvalidRequest):
+        await _answered(direct, pool, _batch(True), InvalidRequestException(0x2200, "bad TTL", {}))
 
 
 async def test_a_lost_connection_is_raised_unless_the_statement_may_be_sent_again() -> None:

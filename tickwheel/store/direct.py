@@ -37,7 +37,10 @@ from cassandra.protocol import (
     IsBootstrappingErrorMessage,
     OverloadedErrorMessage,
     PreparedQueryNotFound,
+    ReadTimeoutErrorMessage,
     ResultMessage,
+    ServerError,
+    TruncateError,
     UnavailableErrorMessage,
     WriteTimeoutErrorMessage,
 )
@@ -48,6 +51,9 @@ RowFactory = Callable[[list[str], list[tuple[Any, ...]]], list[Row]]
 
 # Answers that say the coordinator did not run the statement: the driver's path may send it again, anywhere.
 _NOT_RUN = (UnavailableErrorMessage, OverloadedErrorMessage, IsBootstrappingErrorMessage, PreparedQueryNotFound)
+# Answers the driver asks its retry policy about (the others, an invalid request among them, it raises at once):
+# those that may have run are sent again only when the statement is idempotent (store.retries.RetryIdempotent).
+_MAY_HAVE_RUN = (ReadTimeoutErrorMessage, WriteTimeoutErrorMessage, TruncateError, ServerError)
 BORROW_TIMEOUT_S = 2.0  # the driver's own wait for a free stream on a connection (ResponseFuture._query)
 
 
@@ -242,6 +248,8 @@ class _Request:
         """The driver's retry policy would send it again (store.retries.RetryIdempotent), or re-prepare it."""
         if isinstance(error, _NOT_RUN):
             return True
+        if not isinstance(error, _MAY_HAVE_RUN):
+            return False
         if isinstance(error, WriteTimeoutErrorMessage) and error.info.get("write_type") == WriteType.CAS:
             return False
         return self._idempotent
