@@ -95,6 +95,7 @@ def _requests(timeout_s: float = 5.0) -> tuple[DirectRequests, _Pool, list[Any]]
         _Session(pool),
         _Policy(),
         consistency=ConsistencyLevel.QUORUM,
+        serial_consistency=ConsistencyLevel.SERIAL,
         timeout_s=timeout_s,
         speculate_after_s=timeout_s / 2,
         row_factory=dict_factory,
@@ -210,7 +211,8 @@ async def test_an_unanswered_conditional_write_times_out_with_its_host_and_its_s
 async def test_an_unanswered_idempotent_statement_goes_to_the_drivers_path_at_the_speculative_delay() -> None:
     direct, pool, unanswered = _requests(timeout_s=0.1)
     started = asyncio.get_running_loop().time()
-    with pytest.raises(Resend):
+    with pytest.raises(Resend) as raised:
         await direct.run(_batch(True))
     assert asyncio.get_running_loop().time() - started < 0.09
+    assert raised.value.spent_s == pytest.approx(0.05)  # the driver's path has what is left of the timeout
     assert unanswered == [HOST] and pool.connection.orphaned_request_ids == {1}

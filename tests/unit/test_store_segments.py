@@ -41,3 +41,14 @@ def test_a_header_whose_crc_does_not_match_is_refused() -> None:
     damaged[4] ^= 0x01
     with pytest.raises(CrcException):
         UNCOMPRESSED_SEGMENTS.decode_header(io.BytesIO(bytes(damaged)))
+
+
+def test_a_payload_whose_crc_does_not_match_is_refused() -> None:
+    framed = io.BytesIO()
+    UNCOMPRESSED_SEGMENTS.encode(framed, b"frame")
+    damaged = bytearray(framed.getvalue())
+    damaged[7] ^= 0x01
+    damaged_frame = io.BytesIO(bytes(damaged))
+    header = UNCOMPRESSED_SEGMENTS.decode_header(damaged_frame)
+    with pytest.raises(CrcException):
+        UNCOMPRESSED_SEGMENTS.decode(damaged_frame, header)

@@ -172,6 +172,7 @@ class CassandraStore:
                 session,
                 coordinators,
                 consistency=profile.consistency_level,
+                serial_consistency=profile.serial_consistency_level,
                 timeout_s=settings.request_timeout_s,
                 speculate_after_s=settings.request_timeout_s * SPECULATE_AFTER,
                 row_factory=dict_factory,
@@ -412,16 +413,18 @@ class CassandraStore:
     async def _run(self, statement: BoundStatement | BatchStatement, paging_state: bytes | None = None) -> Any:
         """`statement`'s answer (rows, column names, paging state): sent directly on a driver connection when the
         connections are the loop's (store.direct), through the driver's full path when that hands it back."""
+        timeout = self.settings.request_timeout_s
         if self._direct is not None:
             try:
                 return await self._direct.run(statement, paging_state)
-            except Resend:
-                pass
+            except Resend as resend:
+                timeout -= resend.spent_s
             except _UNAVAILABLE as exc:
                 unavailable = _did_not_answer(exc, self.settings.hosts)
                 self._unanswered(unavailable)
                 raise unavailable from exc
-        return await self._answer(self._call(self._session.execute_async, statement, paging_state=paging_state))
+        future = self._call(self._session.execute_async, statement, paging_state=paging_state, timeout=timeout)
+        return await self._answer(future)
 
     async def _answer(self, future: ResponseFuture) -> Any:
         """`future`'s result; a host that let it run into the request timeout is asked last for a while (an LWT's

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cassandra import ConsistencyLevel, OperationTimedOut, WriteType
+from cassandra import OperationTimedOut, WriteType
 from cassandra.protocol import (
     RESULT_KIND_ROWS,
     RESULT_KIND_VOID,
@@ -58,7 +58,12 @@ BORROW_TIMEOUT_S = 2.0  # the driver's own wait for a free stream on a connectio
 
 
 class Resend(Exception):
-    """Not answered here in a way the caller may use: send the statement through the driver's path."""
+    """Not answered here in a way the caller may use: send the statement through the driver's path, within what is
+    left of the request timeout after `spent_s`."""
+
+    def __init__(self, reason: str, spent_s: float = 0.0):
+        super().__init__(reason)
+        self.spent_s = spent_s
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +92,7 @@ class DirectRequests:
         policy: Any,
         *,
         consistency: int,
+        serial_consistency: int,
         timeout_s: float,
         speculate_after_s: float,
         row_factory: RowFactory,
@@ -95,6 +101,7 @@ class DirectRequests:
         self._session = session
         self._policy = policy
         self._consistency = consistency
+        self._serial_consistency = serial_consistency
         self._timeout_s = timeout_s
         self._speculate_after_s = speculate_after_s
         self._row_factory = row_factory
@@ -149,12 +156,13 @@ class DirectRequests:
             consistency = self._consistency
         serial = statement.serial_consistency_level
         if serial is None:
-            serial = ConsistencyLevel.SERIAL
+            serial = self._serial_consistency
         timestamp = session.cluster.timestamp_generator() if session.use_client_timestamp else None
         if isinstance(statement, BatchStatement):
             message = BatchMessage(
-                statement.batch_type, statement._statements_and_parameters, consistency, serial, timestamp, None
-            )
+                statement.batch_type, statement._statements_and_parameters, consistency, serial, timestamp,
+                statement.keyspace,
+            )  # fmt: skip
             return message, None, None
         prepared = statement.prepared_statement
         metadata, metadata_id = prepared.result_metadata_and_id
@@ -263,7 +271,7 @@ class _Request:
     def _expired(self) -> None:
         """No answer in time: the stream is orphaned as the driver orphans it (a late answer must not be taken for
         another request's), the host asked last for a while; an idempotent statement goes to the driver's path."""
-        answer = self._answer
+        answer, owner = self._answer, self._owner
         if answer.done():
             return
         connection, request_id = self._connection, self._request_id
@@ -275,8 +283,8 @@ class _Request:
             if not self._pool.is_shutdown:
                 self._pool.return_connection(connection, stream_was_orphaned=True)
         if self._idempotent:
-            self._owner._unanswered(self._host)
-            answer.set_exception(Resend("unanswered at the speculative delay"))
+            owner._unanswered(self._host)
+            answer.set_exception(Resend("unanswered at the speculative delay", owner._speculate_after_s))
         else:
             errors = {self._host: "Client request timeout. See Session.execute[_async](timeout)"}
             answer.set_exception(OperationTimedOut(errors, self._host))

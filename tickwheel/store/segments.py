@@ -87,5 +87,14 @@ class UncompressedSegments(SegmentCodec):  # type: ignore[misc]  # the driver is
             )
         return SegmentHeader(header & _PAYLOAD_MASK, -1, bool(header & _SELF_CONTAINED))
 
+    def decode(self, buffer: Any, header: SegmentHeader) -> Segment:
+        """The segment `header` announced, its CRC-32 checked."""
+        payload = buffer.read(header.payload_length)
+        (received,) = _UINT32_LE.unpack(buffer.read(4))
+        computed = zlib.crc32(payload, CRC32_INITIAL)
+        if computed != received:
+            raise CrcException(f"CRC mismatch on payload. Received {received:x}, computed {computed:x}.")
+        return Segment(payload, header.is_self_contained)
+
 
 UNCOMPRESSED_SEGMENTS = UncompressedSegments()

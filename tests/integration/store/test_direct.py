@@ -89,3 +89,18 @@ async def test_a_statement_the_node_forgot_goes_through_the_drivers_path_which_p
     assert len(through_driver) == 1
     assert await store.execute(READ, [key]) == []  # prepared again: direct once more
     assert len(through_driver) == 1
+
+
+async def test_a_conditional_write_whose_answer_is_lost_after_it_applied_is_settled_as_applied(
+    direct_store: tuple[CassandraStore, list[Any]],
+) -> None:
+    """A conditional write unanswered in time is not sent again blindly: its timeout is raised as the driver raises
+    it, and the store's SERIAL read of its row finds it applied (CassandraStore.applied)."""
+    store, _ = direct_store
+    key = uuid.uuid4()
+    await store.execute(WRITE, [key, 1, "a", 600])
+    assert store._direct is not None
+    store._direct._timeout_s = 0.000_001  # the conditional write's answer comes too late: it is lost
+    store._direct._speculate_after_s = 30.0  # the SERIAL read that settles it is answered
+    assert await store.applied(CLAIM, ["A", key, 1, "a"]) == (True, {"k": key, "c": 1, "v": "A"})
+    assert await store.execute(READ, [key]) == [{"c": 1, "v": "A"}]
