@@ -32,7 +32,7 @@ async def direct_store(settings: Settings) -> AsyncIterator[tuple[CassandraStore
         through_driver.append(statement)
         return execute_async(statement, *args, **kwargs)
 
-    store._session.execute_async = counted  # type: ignore[method-assign]
+    store._session.execute_async = counted
     yield store, through_driver
     await store.close()
 
@@ -57,7 +57,8 @@ async def test_pages_come_one_at_a_time_with_their_cursor(direct_store: tuple[Ca
     store, through_driver = direct_store
     key = uuid.uuid4()
     await store.batch([(WRITE, [key, c, str(c), 600]) for c in range(5)], logged=False)
-    seen, cursor = [], None
+    seen: list[int] = []
+    cursor: str | None = None
     for _ in range(3):
         rows, cursor = await store.page(READ, [key], page_size=2, cursor=cursor)
         seen.extend(row["c"] for row in rows)
