@@ -75,6 +75,10 @@ incremental_backups: false
 dynamic_snitch: false
 cdc_enabled: false
 concurrent_compactors: 1
+concurrent_reads: 8
+concurrent_writes: 8
+concurrent_counter_writes: 8
+native_transport_max_threads: 16
 compaction_throughput: 0MiB/s
 memtable:
   configurations:
@@ -95,6 +99,12 @@ paxos_state_purging: gc_grace
 batch_size_warn_threshold: 640KiB
 batch_size_fail_threshold: 1MiB
 """
+# Request concurrency: at most 8 reads, 8 writes (and counter writes) and 16 native-transport requests run at once
+# (Cassandra's defaults 32, 32, 32 and 128, sized for many cores). On the dev stack's two cores more never runs in
+# parallel anyway; fewer work permits hand tasks to the request stages' workers already awake instead of waking more
+# of them: 0.81x the node's context switches and 0.88x its request stages' CPU per run at 300 runs/s, the node 0.95x
+# (BENCHMARKS.md "The driver's request path", set c2). Production sizes these for its nodes (docs/deploy.md).
+#
 # Paxos state (system.paxos: each LWT's promise, proposal and commit) is dropped by compaction once older than the
 # base table's gc_grace_seconds (`gc_grace`), not kept by a TTL of max(3 h, gc_grace_seconds) = 10 days (`legacy`,
 # Cassandra's default). system.paxos is LCS and the LWTs' keys are random: every flush was merged into an L1 that
