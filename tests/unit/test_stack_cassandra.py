@@ -79,3 +79,13 @@ def test_every_stack_node_keeps_its_memtables_in_tries_with_their_cells_off_the_
         assert "memtable_heap_space" not in conf  # a quarter of the heap, whatever the heap
         # what the writes' durability rests on is as it was: the commit log, synced every 10 s
         assert (conf["commitlog_sync"], conf["commitlog_sync_period"]) == ("periodic", "10000ms")
+
+
+def test_every_stack_node_runs_as_many_requests_at_once_as_two_cores_can() -> None:
+    """Work permits past what runs in parallel wake more request-stage workers per statement (BENCHMARKS.md "The
+    driver's request path", set c2: 0.81x the node's context switches per run)."""
+    node = cassandra.node_spec(["127.0.0.4"], 0)
+    for text in (cassandra._YAML, node.prepare.keywords["yaml"]):  # type: ignore[attr-defined]
+        conf = yaml_parser.safe_load(text)
+        concurrency = [conf[k] for k in ("concurrent_reads", "concurrent_writes", "concurrent_counter_writes")]
+        assert concurrency == [8, 8, 8] and conf["native_transport_max_threads"] == 16
