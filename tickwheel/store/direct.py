@@ -275,16 +275,15 @@ class _Request:
         if answer.done():
             return
         connection, request_id = self._connection, self._request_id
-        if connection._requests.pop(request_id, None) is not None:
+        if connection._requests.pop(request_id, None) is not None and not self._pool.is_shutdown:
             with connection.lock:
                 connection.orphaned_request_ids.add(request_id)
                 if len(connection.orphaned_request_ids) >= connection.orphaned_threshold:
                     connection.orphaned_threshold_reached = True
-            if not self._pool.is_shutdown:
-                self._pool.return_connection(connection, stream_was_orphaned=True)
+            self._pool.return_connection(connection, stream_was_orphaned=True)
         if self._idempotent:
             owner._unanswered(self._host)
             answer.set_exception(Resend("unanswered at the speculative delay", owner._speculate_after_s))
         else:
-            errors = {self._host: "Client request timeout. See Session.execute[_async](timeout)"}
+            errors = {str(getattr(self._host, "endpoint", self._host)): "Client request timeout"}
             answer.set_exception(OperationTimedOut(errors, self._host))
