@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import uvloop
+from cassandra import ConsistencyLevel
 from cassandra.protocol import ExecuteMessage, ResultMessage
 
 from tickwheel.dev.platform import local_settings
@@ -39,7 +40,7 @@ def floor_of(store: CassandraStore, prepared: Any) -> Callable[[], Awaitable[Non
         bound = await store.bound(INSERT, values())
         answer: asyncio.Future[object] = loop.create_future()
         message = ExecuteMessage(
-            prepared.query_id, bound.values, 4, None, None, None, None, skip_meta=True,
+            prepared.query_id, bound.values, ConsistencyLevel.QUORUM, None, None, None, None, skip_meta=True,
             result_metadata_id=prepared.result_metadata_id,
         )  # fmt: skip
         with connection.lock:

@@ -254,7 +254,8 @@ class CassandraStore:
         if prepared:
             result = await self._run(statement, paging_state)
         else:
-            result = await self._answer(self._call(self._session.execute_async, statement, sent or None))
+            future = self._call(self._session.execute_async, statement, sent or None, paging_state=paging_state)
+            result = await self._answer(future)
         self._check_shape(cql, result.column_names)
         rows = list(result.current_rows)
         self._check_keys(cql, params, rows)

@@ -2,8 +2,8 @@
 
 Every CQL frame on a v5 connection travels in a segment: a 3-byte header (payload length, self-contained flag)
 with its CRC-24, the payload, its CRC-32. The driver frames and checks them in Python, its CRC-24 a loop of 24
-shifts per header, twice per request (out and back): ~10 % of the CPU a request costs the store on the event loop
-(cProfile of `benchmarks/cql_cost.py`'s statements, BENCHMARKS.md "The driver's request path"). This codec is the
+shifts per header, twice per request (out and back): ~15 % of a direct request's time under cProfile (the
+prepared insert of `benchmarks/request_path.py`; BENCHMARKS.md "The driver's request path"). This codec is the
 driver's, the same bytes, with a byte-wise table CRC-24 and each header (a length and a flag: few distinct values)
 framed once. Compressed segments (the store sends none) stay the driver's.
 """
