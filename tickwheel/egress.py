@@ -29,7 +29,19 @@ from yarl import URL
 from tickwheel.core.addresses import Address, Network, embedded_ipv4, refusal_reason
 from tickwheel.errors import EgressRefused
 
-__all__ = ["EgressPolicy", "EgressResolver", "literal_address", "numeric_ipv4", "parsed_url", "refusal_reason"]
+__all__ = [
+    "EgressPolicy",
+    "EgressResolver",
+    "UnresolvedHost",
+    "literal_address",
+    "numeric_ipv4",
+    "parsed_url",
+    "refusal_reason",
+]
+
+
+class UnresolvedHost(OSError):
+    """A target's name did not resolve: the host was never reached."""
 
 
 def numeric_ipv4(host: str) -> ipaddress.IPv4Address | None:
@@ -162,7 +174,7 @@ async def _getaddrinfo(host: str, port: int) -> list[Any]:
     try:
         infos = await loop.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_ADDRCONFIG)
     except socket.gaierror as exc:
-        raise OSError(f"cannot resolve {host}: {exc}") from exc
+        raise UnresolvedHost(f"cannot resolve {host}: {exc}") from exc
     seen: set[str] = set()
     unique = []
     for info in infos:

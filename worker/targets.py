@@ -1,4 +1,4 @@
-"""Calling a run's target: HTTP through one pooled aiohttp session behind the egress policy, or a Kafka topic.
+"""Calling a run's target: HTTP/1.1 on pooled connections behind the egress policy (`worker.http1`), or a Kafka topic.
 
 A call never raises for what the target did: it returns a `CallResult` the outcome logic classifies. Error codes
 in PERMANENT_ERRORS of tickwheel.core.retry (egress_denied, invalid_target, tls_certificate) make the run dead
@@ -7,18 +7,19 @@ at once; every other error (timeout, connection_error, dns_failure, kafka_unavai
 
 from __future__ import annotations
 
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import aiohttp
 from yarl import URL
 
 from schemas.messages import HttpTarget, KafkaTarget
 from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.core.targets import PLATFORM_TOPIC_PREFIX, header_refusal, topic_refusal
-from tickwheel.egress import EgressPolicy, EgressResolver, parsed_url
+from tickwheel.egress import EgressPolicy, UnresolvedHost, parsed_url
 from tickwheel.errors import EgressRefused, Unavailable
+from worker.http1 import Http1Client
 
 USER_AGENT = "tickwheel/0.1 (+https://www.standardwebhooks.com)"
 
@@ -42,26 +43,19 @@ class CallResult:
 
 
 class HttpCaller:
-    """One ClientSession (pooled connections) whose resolver enforces the egress policy; redirects are never
+    """Pooled HTTP/1.1 connections (`worker.http1`) whose addresses the egress policy checked; redirects are never
     followed (a 3xx is an outcome like any other)."""
 
     def __init__(self, policy: EgressPolicy, excerpt_bytes: int, *, pool_size: int = 512):
         self.policy = policy
         self.excerpt_bytes = excerpt_bytes
-        self._pool_size = pool_size
-        self._session: aiohttp.ClientSession | None = None
+        self._client = Http1Client(policy, user_agent=USER_AGENT, limit=pool_size)
 
     async def start(self) -> None:
-        connector = aiohttp.TCPConnector(
-            resolver=EgressResolver(self.policy), limit=self._pool_size, ttl_dns_cache=10, enable_cleanup_closed=True
-        )
-        self._session = aiohttp.ClientSession(
-            connector=connector, trust_env=False, auto_decompress=False, headers={"User-Agent": USER_AGENT}
-        )
+        """Nothing to open before the first call (kept for the callers' start/close pairing)."""
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
+        await self._client.close()
 
     async def call(self, target: HttpTarget, body: bytes, headers: Mapping[str, str]) -> CallResult:
         started = time.time()
@@ -69,30 +63,23 @@ class HttpCaller:
         refused = self._refusal(url) or _header_refusal(target)
         if refused is not None:
             return CallResult(started, time.time(), error=refused[0], detail=refused[1])
-        assert self._session is not None, "HttpCaller.start() was not awaited"
-        timeout = aiohttp.ClientTimeout(total=target.timeout_s)
         try:
-            async with self._session.request(
-                target.method, url, data=body, headers=dict(headers), allow_redirects=False, timeout=timeout
-            ) as response:
-                excerpt = await response.content.read(self.excerpt_bytes)
-                return CallResult(
-                    started,
-                    time.time(),
-                    status=response.status,
-                    retry_after=response.headers.get("Retry-After"),
-                    excerpt=excerpt,
-                )
+            answer = await self._client.request(target.method, url, body, headers, target.timeout_s, self.excerpt_bytes)
         except EgressRefused as exc:
             return CallResult(started, time.time(), error="egress_denied", detail=exc.message)
         except TimeoutError:
             return CallResult(started, time.time(), error="timeout", detail=f"no answer within {target.timeout_s:g} s")
-        except aiohttp.ClientConnectorCertificateError as exc:
+        except ssl.SSLCertVerificationError as exc:
             return CallResult(started, time.time(), error="tls_certificate", detail=str(exc))
-        except aiohttp.ClientConnectorDNSError as exc:  # the name did not resolve: the host was never reached
-            return CallResult(started, time.time(), error="dns_failure", detail=_describe(exc))
-        except (aiohttp.ClientError, OSError) as exc:
+        except UnresolvedHost as exc:  # the name did not resolve: the host was never reached
+            return CallResult(started, time.time(), error="dns_failure", detail=str(exc))
+        except OSError as exc:
             return CallResult(started, time.time(), error="connection_error", detail=_describe(exc))
+        except ValueError as exc:  # a header value with a line break, stored before the API refused it
+            return CallResult(started, time.time(), error="invalid_target", detail=str(exc))
+        return CallResult(
+            started, time.time(), status=answer.status, retry_after=answer.retry_after, excerpt=answer.excerpt
+        )
 
     def _refusal(self, url: URL) -> tuple[str, str] | None:
         """A URL the call must not even try: bad scheme, no host, or an address literal the policy refuses."""
