@@ -10,7 +10,9 @@ and one protocol object reads the answer: the status line and headers, then the 
 says (no body for HEAD, 1xx, 204, 304; chunked; Content-Length; else until the server closes).
 
 A connection goes back to its pool only when its answer was read to the end and neither side asked to close it;
-an answer whose body outgrows the excerpt by more than `DRAIN_BYTES` is answered at once and its connection closed.
+an answer whose body outgrows the excerpt by more than `DRAIN_BYTES`, or has not ended `BODY_WAIT_S` after its
+head (a target that streams or stalls: its status decides the call), is answered at once and its connection
+closed.
 A pooled connection the server closed while idle is never reused (its end of file marks it), and one idle for
 `IDLE_S` is closed (aiohttp's keep-alive timeout, 15 s). Addresses come from the egress resolver, checked by the
 policy, kept `DNS_TTL_S` (as aiohttp's `ttl_dns_cache`); the connection goes to one of exactly those addresses, in
@@ -32,6 +34,7 @@ from tickwheel.egress import EgressPolicy, EgressResolver
 
 MAX_HEAD_BYTES = 64 * 1024
 DRAIN_BYTES = 64 * 1024
+BODY_WAIT_S = 1.0
 IDLE_S = 15.0
 DNS_TTL_S = 10.0
 _NO_BODY_STATUS = frozenset({204, 304})
@@ -67,7 +70,7 @@ def parse_head(block: bytes) -> _Head:
     lines = block.split(b"\r\n")
     version, _, rest = lines[0].partition(b" ")
     code = rest[:3]
-    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit():
+    if not version.startswith(b"HTTP/1.") or len(code) != 3 or not code.isdigit() or rest[3:4] not in (b"", b" "):
         raise ProtocolError(f"not an HTTP/1.x status line: {lines[0][:80]!r}")
     length: int | None = None
     chunked = False
@@ -117,6 +120,7 @@ class _Connection(asyncio.Protocol):
         self._left = 0  # body bytes still to come (Content-Length), or of the current chunk
         self._chunk_state = ""
         self._body_seen = 0
+        self._body_timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's transports are not asyncio's classes
@@ -144,15 +148,20 @@ class _Connection(asyncio.Protocol):
             self._fail(exc)
 
     def eof_received(self) -> bool | None:
-        if self._head is not None and self._head.length is None and not self._head.chunked:
-            self._finish(reusable=False)  # a body delimited by the server's close
+        if self._head is not None:
+            self._finish(reusable=False)  # a body delimited by the server's close, or one cut short
         return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.reusable = False
         self.transport = None
-        if self._answer is not None and not self._answer.done():
-            self._answer.set_exception(ProtocolError(f"the connection closed before the answer ended ({exc or 'EOF'})"))
+        self._stop_body_timer()
+        if self._answer is None or self._answer.done():
+            return
+        if self._head is not None:  # the status came: it decides the call, whatever became of the body
+            self._finish(reusable=False)
+        else:
+            self._answer.set_exception(ProtocolError(f"the connection closed before an answer ({exc or 'EOF'})"))
 
     def close(self) -> None:
         """Close the connection (an answer still awaited fails)."""
@@ -175,6 +184,20 @@ class _Connection(asyncio.Protocol):
         else:
             self._take(len(self._buffer))
         self._maybe_give_up()
+        if self._body_timer is None and self._answer is not None and not self._answer.done():
+            self._body_timer = asyncio.get_running_loop().call_later(BODY_WAIT_S, self._body_late)
+
+    def _body_late(self) -> None:
+        """The head came and the body has not ended BODY_WAIT_S later (a target that streams, or stalls): the
+        status decides the call, so it is answered with the excerpt so far, and the connection closed."""
+        self._body_timer = None
+        if self._answer is not None and not self._answer.done():
+            self._finish(reusable=False)
+
+    def _stop_body_timer(self) -> None:
+        if self._body_timer is not None:
+            self._body_timer.cancel()
+            self._body_timer = None
 
     def _read_head(self) -> bool:
         end = self._buffer.find(b"\r\n\r\n")
@@ -248,6 +271,7 @@ class _Connection(asyncio.Protocol):
 
     def _finish(self, *, reusable: bool) -> None:
         assert self._head is not None
+        self._stop_body_timer()
         if self._answer is not None and not self._answer.done():
             self.reusable = reusable and not self._buffer
             self._answer.set_result(Answer(self._head.status, self._head.retry_after, bytes(self._excerpt)))
@@ -255,6 +279,7 @@ class _Connection(asyncio.Protocol):
             self.close()
 
     def _fail(self, exc: Exception) -> None:
+        self._stop_body_timer()
         if self._answer is not None and not self._answer.done():
             self._answer.set_exception(exc)
         self.close()

@@ -206,7 +206,34 @@ def test_a_pooled_connection_the_server_closed_is_not_used_again(loop: str) -> N
 
 
 @LOOPS
-def test_garbage_a_silent_server_and_a_cut_answer_fail_the_call(loop: str) -> None:
+def test_an_answer_whose_body_is_cut_or_stalls_is_decided_by_its_status(
+    loop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(http1, "BODY_WAIT_S", 0.2)
+
+    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
+        await writer.drain()
+        writer.close()
+
+    async def stalls(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await read_request(reader)
+        writer.write(b"HTTP/1.1 202 Accepted\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nfirst\r\n")
+        await writer.drain()
+        await asyncio.sleep(3)
+
+    async def scenario() -> None:
+        for handler, expected in ((cut, (200, b"short")), (stalls, (202, b"first"))):
+            async with raw_server(handler) as base, a_client() as client:
+                answer = await client.request("POST", URL(base + "/"), b"", {}, 2, 10)
+            assert (answer.status, answer.excerpt) == expected
+
+    run_on(loop, scenario)
+
+
+@LOOPS
+def test_garbage_a_silent_server_and_a_closed_connection_fail_the_call(loop: str) -> None:
     async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
         writer.write(b"SSH-2.0-OpenSSH\r\n\r\n")
@@ -216,15 +243,13 @@ def test_garbage_a_silent_server_and_a_cut_answer_fail_the_call(loop: str) -> No
         await read_request(reader)
         await asyncio.sleep(2)
 
-    async def cut(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def closes(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await read_request(reader)
-        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort")
-        await writer.drain()
         writer.close()
 
     async def scenario() -> None:
         cases: list[tuple[Handler, type[BaseException]]] = [
-            (garbage, ProtocolError), (silent, TimeoutError), (cut, ProtocolError)
+            (garbage, ProtocolError), (silent, TimeoutError), (closes, ProtocolError)
         ]  # fmt: skip
         for handler, error in cases:
             async with raw_server(handler) as base, a_client() as client:
