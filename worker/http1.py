@@ -15,19 +15,21 @@ head (a target that streams or stalls: its status decides the call), is answered
 closed.
 A pooled connection the server closed while idle is never reused (its end of file marks it), and one idle for
 `IDLE_S` is closed (aiohttp's keep-alive timeout, 15 s). Addresses come from the egress resolver, checked by the
-policy, kept `DNS_TTL_S` (as aiohttp's `ttl_dns_cache`); the connection goes to one of exactly those addresses, in
-order, with the URL's host as Host header and TLS server name.
+policy, kept `DNS_TTL_S` (as aiohttp's `ttl_dns_cache`); the connection goes to one of exactly those addresses,
+tried as aiohttp tries them (RFC 8305), with the URL's host as Host header and TLS server name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
+import aiohappyeyeballs
 from yarl import URL
 
 from tickwheel.egress import EgressPolicy, EgressResolver
@@ -35,6 +37,7 @@ from tickwheel.egress import EgressPolicy, EgressResolver
 MAX_HEAD_BYTES = 64 * 1024
 DRAIN_BYTES = 64 * 1024
 BODY_WAIT_S = 1.0
+HAPPY_EYEBALLS_DELAY_S = 0.25
 IDLE_S = 15.0
 DNS_TTL_S = 10.0
 _NO_BODY_STATUS = frozenset({204, 304})
@@ -342,22 +345,22 @@ class Http1Client:
             connection.close()
 
     async def _connect(self, key: tuple[str, str, int], url: URL) -> _Connection:
+        """A new connection to one of the checked addresses: tried as aiohttp's connector does (RFC 8305, the next
+        address 250 ms after the last one was tried, families interleaved), the TLS handshake on the one that
+        answered first."""
         host, port = url.host or "", url.port or 0
         tls = self._tls_context() if url.scheme == "https" else None
-        loop = asyncio.get_running_loop()
-        failure: OSError | None = None
-        for address in await self._resolve(host, port):
-            try:
-                _, connection = await loop.create_connection(
-                    lambda: _Connection(key), address["host"], port, family=address["family"], ssl=tls,
-                    server_hostname=host if tls is not None else None,
-                )  # fmt: skip
-                return connection
-            except ssl.SSLCertVerificationError:
-                raise
-            except OSError as exc:
-                failure = exc
-        raise failure or OSError(f"no address to connect to for {host}")
+        infos = [_addr_info(address, port) for address in await self._resolve(host, port)]
+        sock = await aiohappyeyeballs.start_connection(infos, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S)
+        try:
+            _, connection = await asyncio.get_running_loop().create_connection(
+                lambda: _Connection(key), sock=sock, ssl=tls,
+                server_hostname=host.rstrip(".") if tls is not None else None,  # certificates name hosts without it
+            )  # fmt: skip
+        except BaseException:
+            sock.close()
+            raise
+        return connection
 
     async def _resolve(self, host: str, port: int) -> list[dict[str, Any]]:
         now = time.monotonic()
@@ -390,6 +393,14 @@ class Http1Client:
                 del self._idle[key]
         self._addresses = {k: v for k, v in self._addresses.items() if v[0] > now}
         self._sweep_later()
+
+
+def _addr_info(address: Mapping[str, Any], port: int) -> tuple[int, int, int, str, tuple[Any, ...]]:
+    """A checked address as getaddrinfo would give it, for `aiohappyeyeballs`."""
+    sockaddr: tuple[Any, ...] = (
+        (address["host"], port) if address["family"] == socket.AF_INET else (address["host"], port, 0, 0)
+    )
+    return (address["family"], socket.SOCK_STREAM, socket.IPPROTO_TCP, "", sockaddr)
 
 
 def request_bytes(method: str, url: URL, body: bytes, headers: Mapping[str, str], user_agent: str) -> bytes:

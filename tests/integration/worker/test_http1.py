@@ -5,6 +5,7 @@ Each scenario runs on asyncio's loop and on uvloop's (the processes run on uvloo
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
 import subprocess
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
@@ -353,5 +354,26 @@ def test_the_caller_names_each_way_a_call_fails(loop: str) -> None:
             await caller.close()
         assert results == {error: error for error in cases}
         assert (delivered.status, delivered.excerpt, delivered.error) == (200, b"got:p", None)
+
+    run_on(loop, scenario)
+
+
+@LOOPS
+def test_the_next_checked_address_is_tried_when_one_refuses(loop: str) -> None:
+    async def scenario() -> None:
+        async with app_server() as (base, _), a_client() as client:
+            port = URL(base).port
+            checked = [  # as the egress resolver answers: 127.0.0.2 has nothing on the port, 127.0.0.1 the server
+                {"hostname": "service.test", "host": address, "port": port, "family": socket.AF_INET, "proto": 0,
+                 "flags": socket.AI_NUMERICHOST}
+                for address in ("127.0.0.2", "127.0.0.1")
+            ]  # fmt: skip
+
+            async def resolve(host: str, port: int = 0, family: int = socket.AF_INET) -> list[dict[str, Any]]:
+                return checked
+
+            client._resolver.resolve = resolve  # type: ignore[method-assign]
+            answer = await client.request("POST", URL(f"http://service.test:{port}/hook"), b"x", {}, 5, 10)
+        assert (answer.status, answer.excerpt) == (200, b"got:x")
 
     run_on(loop, scenario)
