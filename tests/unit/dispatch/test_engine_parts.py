@@ -259,7 +259,7 @@ async def test_a_row_whose_send_must_wait_is_put_back_and_goes_out_on_resume(par
 
 async def test_the_fire_loop_waits_its_grain_after_a_round_so_rows_due_within_it_leave_together(parts: Parts) -> None:
     await parts.own(1)
-    grain = parts.settings.dispatcher.fire_grain_ms  # 10 ms
+    grain = parts.settings.dispatcher.fire_grain_ms  # 50 ms
     now, first, second = (row(1, NOW + timedelta(milliseconds=ms)) for ms in (0, 5, grain - 1))
     parts.table.insert_all([now, first, second])
     loop = asyncio.create_task(parts.firing.loop())
