@@ -154,7 +154,7 @@ class DispatcherSettings:
     # leave together, one wake-up of the loop and one produce request for several (~15 at 300 runs/s) instead of
     # one each, and the workers take them as one poll. A row fires at most this much after its due time (or after
     # it reached the wheel, if later), never before. 50 ms against 10: the dispatcher 0.61x, the worker 0.89x,
-    # Kafka 0.87x per run at 300 runs/s (BENCHMARKS.md "The fire loop's grain at 50 ms").
+    # Kafka 0.87x per run at 300 runs/s (BENCHMARKS.md "...the fire loop's grain at 50 ms", set g5).
     fire_grain_ms: int = 50
     # One LWT per moved shard per write: 1024 shards every 10 s were ~100 LWT/s on an idle box. A new owner reads
     # from the checkpoint minus resume_grace_s (120 s) anyway, so a coarser mark costs only a longer re-read.

@@ -4,17 +4,16 @@ The worker's calls are the simplest HTTP there is: one request with a body known
 followed, no proxy, no cookies, no decompression, the status and the first bytes of the answer kept. aiohttp's
 client did all of it through its general machinery (`ClientSession._request`: a ClientRequest, a multidict of
 headers, a timer context, a connector key and its waiters, a ClientResponse and its stream): ~17 % of the worker's
-event-loop samples at 300 runs/s, ~130 us of CPU a call where this client takes a tenth of that
-(BENCHMARKS.md "The worker's calls on HTTP/1.1 of its own"). Here a call writes one buffer on a pooled connection
-and one protocol object reads the answer: the status line and headers, then the body framed as RFC 9112 section 6.3
-says (no body for HEAD, 1xx, 204, 304; chunked; Content-Length; else until the server closes).
+event-loop samples at 300 runs/s, 139 us of the caller's CPU a call against 66 here (BENCHMARKS.md "The worker's
+calls on an HTTP/1.1 client of its own"). Here a call writes one buffer on a pooled connection and one protocol
+object reads the answer: the status line and headers, then the body framed as RFC 9112 section 6.3 says (no body
+for HEAD, 1xx, 204, 304; chunked; Content-Length; else until the server closes).
 
 A connection goes back to its pool only when its answer was read to the end and neither side asked to close it;
 an answer whose body outgrows the excerpt by more than `DRAIN_BYTES`, or has not ended `BODY_WAIT_S` after its
 head (a target that streams or stalls: its status decides the call), is answered at once and its connection
-closed.
-A pooled connection the server closed while idle is never reused (its end of file marks it), and one idle for
-`IDLE_S` is closed (aiohttp's keep-alive timeout, 15 s). Addresses come from the egress resolver, checked by the
+closed. A pooled connection the server closed while idle is never reused (its end of file marks it), and one idle
+for `IDLE_S` is closed (aiohttp's keep-alive timeout, 15 s). Addresses come from the egress resolver, checked by the
 policy, kept `DNS_TTL_S` (as aiohttp's `ttl_dns_cache`); the connection goes to one of exactly those addresses,
 tried as aiohttp tries them (RFC 8305), with the URL's host as Host header and TLS server name.
 """
