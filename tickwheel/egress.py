@@ -1,14 +1,14 @@
 """Egress policy: which addresses a tenant's target may reach.
 
-A target host is resolved once, every resolved address is checked, and the connection goes to the address that
-was checked (`EgressResolver` hands aiohttp only checked addresses), so a DNS answer cannot change between the
-check and the connect. Refused unless the operator allowlist (`settings.worker.egress_allow`, CIDRs) admits them:
-every block of the IANA special-purpose registries (our own table, `tickwheel.core.addresses`, not
-`ipaddress.is_global`, which differs between Python patch releases), multicast, IPv6 outside 2000::/3, and the
-IPv6 forms that embed an IPv4 address (IPv4-mapped, IPv4-compatible, NAT64 64:ff9b::/96 and the RFC 8215
-local-use 64:ff9b:1::/48, 6to4 2002::/16, Teredo) when the embedded address is refused. Numeric host
-spellings that the C resolver accepts (`0177.0.0.1`, `2130706433`, `127.1`, `0x7f.1`) are read as the IPv4
-address they mean before the check.
+A target host is resolved once, every resolved address is checked, and the connection goes to the address that was
+checked (`EgressResolver` hands the worker's HTTP client, `worker.http1`, only checked addresses), so a DNS answer
+cannot change between the check and the connect. Refused unless the operator allowlist
+(`settings.worker.egress_allow`, CIDRs) admits them: every block of the IANA special-purpose registries (our own
+table, `tickwheel.core.addresses`, not `ipaddress.is_global`, which differs between Python patch releases),
+multicast, IPv6 outside 2000::/3, and the IPv6 forms that embed an IPv4 address (IPv4-mapped, IPv4-compatible,
+NAT64 64:ff9b::/96 and the RFC 8215 local-use 64:ff9b:1::/48, 6to4 2002::/16, Teredo) when the embedded address is
+refused. Numeric host spellings that the C resolver accepts (`0177.0.0.1`, `2130706433`, `127.1`, `0x7f.1`) are
+read as the IPv4 address they mean before the check.
 
 The classification (`refusal_reason`, `numeric_ipv4`, `EgressPolicy.check_address`) is pure and needs no network.
 """
@@ -145,8 +145,8 @@ class EgressPolicy:
 
 
 class EgressResolver(AbstractResolver):
-    """An aiohttp resolver that resolves once and returns only addresses the policy admits; the connector then
-    connects to exactly these addresses, keeping the URL's host for the Host header and TLS SNI."""
+    """A resolver (aiohttp's interface) that resolves once and returns only addresses the policy admits; the
+    worker's HTTP client connects to exactly these, keeping the URL's host for the Host header and TLS SNI."""
 
     def __init__(self, policy: EgressPolicy):
         self.policy = policy

@@ -47,6 +47,10 @@ class ProtocolError(OSError):
     """The server's answer was not HTTP/1.x this client can read, or the connection ended before it did."""
 
 
+class HeaderRefused(ValueError):
+    """A header the request cannot carry (a line break would end it and start another)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """What a call's answer said: its status, its Retry-After, the first bytes of its body."""
@@ -408,7 +412,7 @@ def request_bytes(method: str, url: URL, body: bytes, headers: Mapping[str, str]
     has_agent = False
     for name, value in headers.items():
         if "\r" in name or "\n" in name or "\r" in value or "\n" in value:
-            raise ValueError(f"header {name!r} carries a line break")
+            raise HeaderRefused(f"header {name!r} carries a line break")
         has_agent = has_agent or name.lower() == "user-agent"
         lines.append(f"{name}: {value}")
     if not has_agent:

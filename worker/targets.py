@@ -19,7 +19,7 @@ from tickwheel.bus.kafka import KafkaProducer
 from tickwheel.core.targets import PLATFORM_TOPIC_PREFIX, header_refusal, topic_refusal
 from tickwheel.egress import EgressPolicy, UnresolvedHost, parsed_url
 from tickwheel.errors import EgressRefused, Unavailable
-from worker.http1 import Http1Client
+from worker.http1 import HeaderRefused, Http1Client
 
 USER_AGENT = "tickwheel/0.1 (+https://www.standardwebhooks.com)"
 
@@ -75,7 +75,7 @@ class HttpCaller:
             return CallResult(started, time.time(), error="dns_failure", detail=str(exc))
         except OSError as exc:
             return CallResult(started, time.time(), error="connection_error", detail=_describe(exc))
-        except ValueError as exc:  # a header value with a line break, stored before the API refused it
+        except HeaderRefused as exc:  # a header value with a line break, stored before the API refused it
             return CallResult(started, time.time(), error="invalid_target", detail=str(exc))
         return CallResult(
             started, time.time(), status=answer.status, retry_after=answer.retry_after, excerpt=answer.excerpt

@@ -21,7 +21,7 @@ from yarl import URL
 from schemas.messages import HttpTarget
 from tickwheel.egress import EgressPolicy
 from worker import http1
-from worker.http1 import Http1Client, ProtocolError, parse_head, request_bytes
+from worker.http1 import HeaderRefused, Http1Client, ProtocolError, parse_head, request_bytes
 from worker.targets import HttpCaller
 
 LOOPBACK = EgressPolicy.from_cidrs(["127.0.0.0/8"])
@@ -286,7 +286,7 @@ def test_the_request_is_framed_with_its_host_and_length_and_refuses_line_breaks(
     )
     own_agent = request_bytes("GET", URL("https://example.com"), b"", {"user-agent": "mine"}, "agent")
     assert own_agent == b"GET / HTTP/1.1\r\nHost: example.com\r\nuser-agent: mine\r\n\r\n"
-    with pytest.raises(ValueError):
+    with pytest.raises(HeaderRefused):
         request_bytes("POST", URL("http://example.com/"), b"", {"X": "a\r\nHost: evil"}, "agent")
 
 
