@@ -170,7 +170,7 @@ class _Connection(asyncio.Protocol):
             self._answer.set_exception(ProtocolError(f"the connection closed before an answer ({exc or 'EOF'})"))
 
     def close(self) -> None:
-        """Close the connection (an answer still awaited fails)."""
+        """Close the connection (an answer still awaited fails, or, once its status came, is answered with it)."""
         self.reusable = False
         if self.transport is not None:
             self.transport.close()
