@@ -40,7 +40,7 @@ def serve(port: int) -> None:
 
     app = web.Application()
     app.router.add_post("/hook", hook)
-    uvloop.run(web._run_app(app, host="127.0.0.1", port=port, access_log=None, print=None))
+    web.run_app(app, host="127.0.0.1", port=port, access_log=None, print=None)
 
 
 async def drive(call: Callable[[], Awaitable[None]], calls: int, concurrency: int) -> float:

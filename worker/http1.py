@@ -216,7 +216,7 @@ class _Connection(asyncio.Protocol):
         if 100 <= head.status < 200 and head.status != 101:
             return True  # an interim answer (100 Continue, 103 Early Hints): the final one follows
         self._head = head
-        if self._head_only or head.status in _NO_BODY_STATUS or 100 <= head.status < 200:
+        if self._head_only or head.status in _NO_BODY_STATUS or head.status == 101:
             self._finish(reusable=not head.close and head.status != 101)
         elif head.chunked:
             self._chunk_state = "size"
@@ -299,7 +299,9 @@ class Http1Client:
         self._user_agent = user_agent
         self._limit = limit
         self._slots: asyncio.Semaphore | None = None
-        self._tls = tls
+        # made here, not at the first https call: loading the system's CA certificates reads files (the event loop's
+        # first TLS call would wait for them), as aiohttp made its default context at import
+        self._tls = tls or ssl.create_default_context()
         self._idle: dict[tuple[str, str, int], list[_Connection]] = {}
         self._addresses: dict[tuple[str, int], tuple[float, list[dict[str, Any]]]] = {}
         self._sweeper: asyncio.TimerHandle | None = None
@@ -352,7 +354,7 @@ class Http1Client:
         address 250 ms after the last one was tried, families interleaved), the TLS handshake on the one that
         answered first."""
         host, port = url.host or "", url.port or 0
-        tls = self._tls_context() if url.scheme == "https" else None
+        tls = self._tls if url.scheme == "https" else None
         infos = [_addr_info(address, port) for address in await self._resolve(host, port)]
         sock = await aiohappyeyeballs.start_connection(infos, happy_eyeballs_delay=HAPPY_EYEBALLS_DELAY_S)
         try:
@@ -374,11 +376,6 @@ class Http1Client:
         self._addresses[(host, port)] = (now + DNS_TTL_S, addresses)
         return addresses
 
-    def _tls_context(self) -> ssl.SSLContext:
-        if self._tls is None:
-            self._tls = ssl.create_default_context()
-        return self._tls
-
     def _sweep_later(self) -> None:
         self._sweeper = asyncio.get_running_loop().call_later(IDLE_S, self._sweep)
 
@@ -386,14 +383,16 @@ class Http1Client:
         """Close connections idle for IDLE_S, forget expired addresses."""
         now = time.monotonic()
         for key, connections in list(self._idle.items()):
-            keep = [c for c in connections if now - c.idle_since < IDLE_S and c.transport is not None]
+            keep = []
             for connection in connections:
-                if connection not in keep:
+                if now - connection.idle_since < IDLE_S and connection.transport is not None:
+                    keep.append(connection)
+                else:
                     connection.close()
             if keep:
                 self._idle[key] = keep
             else:
-                del self._idle[key]
+                del self._idle[key]  # a host not called for IDLE_S keeps no entry
         self._addresses = {k: v for k, v in self._addresses.items() if v[0] > now}
         self._sweep_later()
 
