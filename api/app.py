@@ -44,8 +44,10 @@ def make_app(
     *,
     clock: Callable[[], datetime] = utc_now,
     gate: Admission | None = None,
+    ahead: KafkaProducer | None = None,
 ) -> web.Application:
-    """The API on these collaborators; `gate` replaces the admission control the settings would make (tests)."""
+    """The API on these collaborators; `gate` replaces the admission control the settings would make (tests);
+    `ahead` announces the rows due seconds ahead (`Api.ahead`)."""
     # Bodies may carry the largest payload JSON-escaped (up to 6 bytes per byte in the worst case is not
     # worth allowing; twice the payload plus the rest of the definition is).
     app = web.Application(
@@ -54,7 +56,7 @@ def make_app(
         middlewares=[problems, admission, authenticate],
         client_max_size=2 * settings.api.max_payload_bytes + BODY_OVERHEAD_BYTES,
     )
-    app[API] = Api(settings, store, producer, redis, clock)
+    app[API] = Api(settings, store, producer, redis, clock, ahead)
     app[ADMISSION] = gate or Admission(policy_of(settings.api))
     app.cleanup_ctx.append(lag_probe)
     for table in ROUTE_TABLES:

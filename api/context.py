@@ -31,6 +31,8 @@ class Api:
     producer: KafkaProducer
     redis: RedisClient
     clock: Callable[[], datetime] = utc_now
+    # the producer of the announcements of rows due seconds ahead (`NearAnnouncer`), when not `producer`
+    ahead: KafkaProducer | None = None
     near: NearAnnouncer = field(init=False)
     cursors: CursorSealer = field(init=False)
     # key hash -> (tenant, trusted until monotonic s); a revoked key is refused within settings.api.auth_cache_s
@@ -41,7 +43,7 @@ class Api:
     local: LocalLimits = field(default_factory=LocalLimits)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "near", NearAnnouncer(self.settings, self.producer))
+        object.__setattr__(self, "near", NearAnnouncer(self.settings, self.producer, self.ahead))
         object.__setattr__(self, "cursors", CursorSealer.from_secrets(self.settings.api.cursor_secrets))
 
 

@@ -26,9 +26,12 @@ async def serve(settings: Settings) -> None:
     """Connect to the servers, listen on settings.api.host:port until cancelled, then close everything."""
     store = await CassandraStore.connect(settings.cassandra)
     await store.prepare_all(statements_of(audit, jobs, runs, tenants))
-    producer = KafkaProducer(settings.kafka, linger_ms=settings.kafka.announce_linger_ms)  # it only announces
+    # It only announces: rows due soon through `producer`, rows due seconds ahead through `ahead` (fewer requests).
+    producer = KafkaProducer(settings.kafka, linger_ms=settings.kafka.announce_linger_ms)
+    ahead = KafkaProducer(settings.kafka, linger_ms=settings.kafka.announce_ahead_linger_ms)
     redis = RedisClient(settings.redis)
-    runner = web.AppRunner(make_app(settings, CassandraTables(store), producer, redis), access_log=None)
+    app = make_app(settings, CassandraTables(store), producer, redis, ahead=ahead)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, settings.api.host, settings.api.port)
     await site.start()
@@ -39,5 +42,6 @@ async def serve(settings: Settings) -> None:
     finally:
         await runner.cleanup()
         await producer.close()
+        await ahead.close()
         await redis.close()
         await store.close()

@@ -125,11 +125,12 @@ class Firing:
                 return
             fired_at_ms = self.clock.now_ms()
             try:
+                # No key: librdkafka sends one produce request per partition, so runs keyed by job spread a round
+                # of ~15 over ~10 requests; unkeyed, its sticky partitioner gives the round one partition (one
+                # request, one fetch answer), moving on every `sticky.partitioning.linger.ms`. Nothing reads the
+                # key: a run's claim, not its partition, keeps two workers from calling it.
                 await self.producer.send(
-                    self.topics[run.lane],
-                    encode(firing.fired(run, fired_at_ms)),
-                    key=str(run.job_id).encode(),
-                    headers=self._headers(),
+                    self.topics[run.lane], encode(firing.fired(run, fired_at_ms)), headers=self._headers()
                 )
             except Unavailable as exc:
                 log.warning("send failed, retrying: %s", exc, extra=_context(run))

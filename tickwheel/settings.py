@@ -80,6 +80,10 @@ class KafkaSettings:
     # longer, one produce request per ~6 creates at 300 creates/s instead of one each; an announcement reaches the
     # dispatchers at most that much later (rows are due seconds after they are written, the rescan catches the rest).
     announce_linger_ms: float = 20.0
+    # The API's announcements of rows due 2 s or more ahead (`bus.near.AHEAD_LEAD_S`: every create made ahead of its
+    # time) go through a second producer that holds them this long: librdkafka sends a produce request per partition
+    # and batch, so 300 creates/s over the near-term topic's 16 partitions were ~250 requests a second at 20 ms.
+    announce_ahead_linger_ms: float = 250.0
     # How long a consumer's fetch waits at the broker for `fetch_min_bytes` to arrive (librdkafka's
     # `fetch.wait.max.ms` and `fetch.min.bytes`). librdkafka's 1 byte answered a fetch per message or two at 300
     # runs/s; waiting up to 20 ms answers one fetch per ~6 messages, for the broker and the worker 0.7x and 0.9x CPU
@@ -206,6 +210,14 @@ class WorkerSettings:
     # `KafkaConsumer.poll`): the runs of one poll are handled in step, so their job reads and unlogged batches
     # leave as one request each (tickwheel/store/rounds.py). Longer: fewer requests per run, a later start.
     lane_gather_s: float = 0.005
+    # The urgent and bulk lanes' fetches, where they differ from `kafka.fetch_wait_ms` / `kafka.fetch_min_bytes`
+    # (which suit the default lane's steady flow). Every consumer's fetch is a broker request whether or not
+    # anything came, so an idle lane waiting 20 ms asked 50 times a second. The urgent lane is answered at its first
+    # message (a trickle: waiting for more only delays it) and asks twice a second when idle; the bulk lane's runs
+    # start up to `bulk_fetch_wait_ms` later when its flow is thin (BENCHMARKS.md "The idle lanes' fetches").
+    urgent_fetch_wait_ms: int = 500
+    urgent_fetch_min_bytes: int = 1
+    bulk_fetch_wait_ms: int = 250
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,16 @@ POLL_TIMEOUT_S = 0.25
 POLL_BATCH = 2000  # messages per poll at most: fewer hops to the consumer's thread while a backlog is read
 
 
+def lane_fetch(settings: Settings, lane: Lane) -> tuple[int, int]:
+    """The lane consumer's fetch wait (ms) and minimum bytes: the urgent and bulk lanes' own, the default lane the
+    consumers' (`kafka.fetch_*`)."""
+    if lane == "urgent":
+        return settings.worker.urgent_fetch_wait_ms, settings.worker.urgent_fetch_min_bytes
+    if lane == "bulk":
+        return settings.worker.bulk_fetch_wait_ms, settings.kafka.fetch_min_bytes
+    return settings.kafka.fetch_wait_ms, settings.kafka.fetch_min_bytes
+
+
 class LaneConsumer:
     def __init__(
         self,
@@ -82,9 +92,12 @@ class LaneConsumer:
 
     async def run(self) -> None:
         session_ms = int(self.session_s * 1000)
+        fetch_wait_ms, fetch_min_bytes = lane_fetch(self.settings, self.lane)
         consumer = KafkaConsumer(
             self.settings.kafka,
             group_id=self.group,
+            fetch_wait_ms=fetch_wait_ms,
+            fetch_min_bytes=fetch_min_bytes,
             extra={
                 "max.poll.interval.ms": 600_000,
                 "session.timeout.ms": session_ms,

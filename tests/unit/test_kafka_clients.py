@@ -1,4 +1,5 @@
-"""How the Kafka adapter configures its data-plane clients: no Nagle, fetches that wait for a little data."""
+"""How the Kafka adapter configures its data-plane clients: no Nagle, fetches that wait for a little data (each
+lane as its flow needs)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 import pytest
 
 from tickwheel.bus import kafka
-from tickwheel.settings import KafkaSettings
+from tickwheel.settings import KafkaSettings, build
+from worker.consumer import lane_fetch
 
 
 class Recorded:
@@ -47,3 +49,22 @@ def test_a_consumer_fetches_with_the_configured_wait(monkeypatch: pytest.MonkeyP
     assert Recorded.made[0]["fetch.wait.max.ms"] == 7
     assert Recorded.made[0]["fetch.min.bytes"] == 1234
     assert KafkaSettings().fetch_wait_ms == 20  # the default measured (BENCHMARKS.md "Kafka's fetches wait 20 ms")
+
+
+def test_a_consumer_may_fetch_with_its_own_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kafka, "Consumer", Recorded)
+    Recorded.made = []
+    kafka.KafkaConsumer(KafkaSettings(fetch_wait_ms=7, fetch_min_bytes=1234), fetch_wait_ms=500, fetch_min_bytes=1)
+    assert (Recorded.made[0]["fetch.wait.max.ms"], Recorded.made[0]["fetch.min.bytes"]) == (500, 1)
+
+
+def test_the_lanes_fetch_each_as_its_flow_needs() -> None:
+    # The default lane waits a little for a burst; the urgent lane is answered at its first message and asks rarely
+    # when idle; the bulk lane asks rarely and its runs may wait (every fetch is a broker request, data or not).
+    settings = build({"TICKWHEEL_KAFKA_FETCH_WAIT_MS": "20", "TICKWHEEL_KAFKA_FETCH_MIN_BYTES": "65536"})
+    assert lane_fetch(settings, "default") == (20, 65_536)
+    assert lane_fetch(settings, "urgent") == (500, 1)
+    assert lane_fetch(settings, "bulk") == (250, 65_536)
+    tuned = build({"TICKWHEEL_WORKER_URGENT_FETCH_WAIT_MS": "100", "TICKWHEEL_WORKER_BULK_FETCH_WAIT_MS": "40"})
+    assert lane_fetch(tuned, "urgent")[0] == 100
+    assert lane_fetch(tuned, "bulk")[0] == 40

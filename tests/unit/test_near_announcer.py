@@ -11,7 +11,7 @@ import pytest
 
 from schemas.messages import DueRun, topic_names
 from tickwheel.bus.memory import MemoryBus
-from tickwheel.bus.near import NearAnnouncer, near_partition_of
+from tickwheel.bus.near import AHEAD_LEAD_S, NearAnnouncer, near_partition_of
 from tickwheel.settings import Settings
 
 NOW = datetime(2026, 12, 2, 14, 26, 44, tzinfo=UTC)
@@ -65,3 +65,19 @@ def test_a_failed_announcement_is_logged_with_its_reason(caplog: pytest.LogCaptu
     (record,) = caplog.records
     assert record.getMessage().endswith("the rescan will find the row: the in-memory bus is down")
     assert record.__dict__["run_id"] == str(due.run_id)
+
+
+def test_a_row_due_seconds_ahead_goes_through_the_ahead_publisher_a_row_due_now_does_not() -> None:
+    # The ahead producer holds announcements longer (fewer produce requests); a row due within AHEAD_LEAD_S must not
+    # wait for it.
+    settings, soon, ahead = Settings(), MemoryBus(), MemoryBus()
+    announcer = NearAnnouncer(settings, soon, ahead)
+    later, now_due, edge = due_in(timedelta(seconds=5)), due_in(timedelta(0)), due_in(timedelta(seconds=AHEAD_LEAD_S))
+
+    for due in (later, now_due, edge):
+        announcer.announce_if_near(due, NOW)
+
+    assert ahead.on(topic_names(settings.kafka.topic_prefix)["near"]) == [later, edge]
+    assert soon.on(topic_names(settings.kafka.topic_prefix)["near"]) == [now_due]
+    NearAnnouncer(settings, soon).announce_if_near(later, NOW)  # without one, everything goes through `producer`
+    assert soon.on(topic_names(settings.kafka.topic_prefix)["near"]) == [now_due, later]

@@ -167,17 +167,26 @@ def _settle(acked: asyncio.Future[tuple[int, int]], err: KafkaError | None, msg:
 
 
 class KafkaConsumer:
-    """A consumer used either with a group (subscribe) or by manual assignment (assign, positioned)."""
+    """A consumer used either with a group (subscribe) or by manual assignment (assign, positioned); its fetches
+    wait `fetch_wait_ms` for `fetch_min_bytes` (the settings' unless given)."""
 
-    def __init__(self, settings: KafkaSettings, *, group_id: str | None = None, extra: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        group_id: str | None = None,
+        fetch_wait_ms: int | None = None,
+        fetch_min_bytes: int | None = None,
+        extra: dict[str, Any] | None = None,
+    ):
         config = {
             "bootstrap.servers": settings.bootstrap,
             "group.id": group_id or "tickwheel-unassigned",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "enable.partition.eof": False,
-            "fetch.wait.max.ms": settings.fetch_wait_ms,
-            "fetch.min.bytes": settings.fetch_min_bytes,
+            "fetch.wait.max.ms": settings.fetch_wait_ms if fetch_wait_ms is None else fetch_wait_ms,
+            "fetch.min.bytes": settings.fetch_min_bytes if fetch_min_bytes is None else fetch_min_bytes,
             **NO_DELAY,
         }
         self._consumer = Consumer({**config, **(extra or {})})

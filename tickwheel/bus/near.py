@@ -22,6 +22,10 @@ from tickwheel.settings import Settings
 log = logging.getLogger(__name__)
 
 NEAR_MARGIN_S = 5  # a row a little past the dispatchers' horizon may already be inside it when they rescan
+# A row due at least this long after its write is announced through the `ahead` publisher when there is one: its
+# announcement may be held for the producer's longer linger (`kafka.announce_ahead_linger_ms`) and still reach the
+# dispatchers, through their fetch and their feed's gather, well before it is due.
+AHEAD_LEAD_S = 2.0
 
 
 def near_partition_of(shard: int, partitions: int, shards: int = 1024) -> int:
@@ -46,11 +50,14 @@ async def announce(producer: Publisher, topic: str, run: DueRun, *, partitions: 
 
 
 class NearAnnouncer:
-    """Announces durable run rows that the dispatchers may already have preloaded past."""
+    """Announces durable run rows that the dispatchers may already have preloaded past; with `ahead`, the rows due
+    `AHEAD_LEAD_S` or more after now go through it (a producer holding them longer, so fewer produce requests:
+    librdkafka sends one per partition and batch, and the near-term topic's partitions split every burst)."""
 
-    def __init__(self, settings: Settings, producer: Publisher):
+    def __init__(self, settings: Settings, producer: Publisher, ahead: Publisher | None = None):
         self.settings = settings
         self.producer = producer
+        self.ahead = ahead
         self.topic = topic_names(settings.kafka.topic_prefix)["near"]
 
     def rescan_finds(self, fire_at: datetime, now: datetime) -> bool:
@@ -66,10 +73,13 @@ class NearAnnouncer:
 
     def announce_if_near(self, due: DueRun, now: datetime) -> None:
         """Announce `due` if it is near, without waiting for the acknowledgement; a failure is logged."""
-        if not self.is_near(datetime.fromtimestamp(due.fire_at_ms / 1000, UTC), now):
+        fire_at = datetime.fromtimestamp(due.fire_at_ms / 1000, UTC)
+        if not self.is_near(fire_at, now):
             return
         value, key, partition = addressed(due, self.settings.kafka.near_partitions, self.settings.shards)
-        self.producer.send_soon(self.topic, value, key=key, partition=partition, on_result=partial(_announced, due))
+        ahead = self.ahead is not None and fire_at - now >= timedelta(seconds=AHEAD_LEAD_S)
+        publisher = self.ahead if ahead and self.ahead is not None else self.producer
+        publisher.send_soon(self.topic, value, key=key, partition=partition, on_result=partial(_announced, due))
 
 
 def _announced(due: DueRun, failure: str | None) -> None:
