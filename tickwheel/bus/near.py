@@ -77,8 +77,9 @@ class NearAnnouncer:
         if not self.is_near(fire_at, now):
             return
         value, key, partition = addressed(due, self.settings.kafka.near_partitions, self.settings.shards)
-        ahead = self.ahead is not None and fire_at - now >= timedelta(seconds=AHEAD_LEAD_S)
-        publisher = self.ahead if ahead and self.ahead is not None else self.producer
+        publisher = self.producer
+        if self.ahead is not None and fire_at - now >= timedelta(seconds=AHEAD_LEAD_S):
+            publisher = self.ahead
         publisher.send_soon(self.topic, value, key=key, partition=partition, on_result=partial(_announced, due))
 
 
