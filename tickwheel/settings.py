@@ -214,7 +214,7 @@ class WorkerSettings:
     # (which suit the default lane's steady flow). Every consumer's fetch is a broker request whether or not
     # anything came, so an idle lane waiting 20 ms asked 50 times a second. The urgent lane is answered at its first
     # message (a trickle: waiting for more only delays it) and asks twice a second when idle; the bulk lane's runs
-    # start up to `bulk_fetch_wait_ms` later when its flow is thin (BENCHMARKS.md "The idle lanes' fetches").
+    # start up to `bulk_fetch_wait_ms` later when its flow is thin (BENCHMARKS.md "Produce requests per partition").
     urgent_fetch_wait_ms: int = 500
     urgent_fetch_min_bytes: int = 1
     bulk_fetch_wait_ms: int = 250
