@@ -187,11 +187,14 @@ _JPMS = [
 ]
 
 # The throughput collector, not G1: on this small heap (the memtables' cells are off the heap) its young pauses are
-# as short, and the request stages ran at 0.9x the CPU per run without G1's write barriers and refinement
-# threads (BENCHMARKS.md "The JVMs' collectors"). A large production heap is another choice (docs/capacity.md).
+# as short, and the request stages ran at 0.92x the CPU per run without G1's write barriers and refinement
+# threads. The heap on transparent huge pages (asked for with madvise, the mode Debian's kernel defaults to; where
+# they are off the JVM warns and goes on): in a VM every TLB miss walks two page tables, and the node ran at 0.94x
+# with them (BENCHMARKS.md "The JVMs' collectors and huge pages"). Production keeps G1 (docs/deploy.md).
 _JVM = [
     "-Xss256k",
     "-XX:+UseParallelGC",
+    "-XX:+UseTransparentHugePages",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djdk.attach.allowAttachSelf=true",
     "-Djava.net.preferIPv4Stack=true",
