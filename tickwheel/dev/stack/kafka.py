@@ -95,8 +95,9 @@ _NODE_OVERRIDES = {
 
 _HEAP = ["-Xms512m", "-Xmx768m"]
 NODE_HEAP = ["-Xms256m", "-Xmx384m"]
-# KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh, with the throughput collector instead of G1 (as
-# Cassandra's: the broker's heap is small and nearly all young garbage; the log is in the page cache).
+# KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh, with the throughput collector instead of G1, as Cassandra's:
+# the broker's heap is small and nearly all young garbage (the log is in the page cache). Its CPU per run was level
+# with it (0.27 against 0.28 ms over ten minutes, BENCHMARKS.md "The JVMs' collectors and huge pages").
 _JVM = [
     "-XX:+UseParallelGC",
     "-XX:+ExitOnOutOfMemoryError",
