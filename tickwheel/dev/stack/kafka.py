@@ -95,11 +95,12 @@ _NODE_OVERRIDES = {
 
 _HEAP = ["-Xms512m", "-Xmx768m"]
 NODE_HEAP = ["-Xms256m", "-Xmx384m"]
-# KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh, with the throughput collector instead of G1, as Cassandra's:
-# the broker's heap is small and nearly all young garbage (the log is in the page cache). Its CPU per run was level
-# with it (0.27 against 0.28 ms over ten minutes, BENCHMARKS.md "The JVMs' collectors and huge pages").
+# KAFKA_JVM_PERFORMANCE_OPTS of bin/kafka-run-class.sh.
 _JVM = [
-    "-XX:+UseParallelGC",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djava.awt.headless=true",
     "-Djava.net.preferIPv4Stack=true",
