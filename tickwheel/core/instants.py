@@ -27,6 +27,8 @@ def from_epoch_ms(ms: int) -> datetime:
 
 def whole_ms(at: datetime) -> datetime:
     """`at` truncated to the millisecond: what a Cassandra timestamp or an `*_ms` field holds of it."""
+    if at.microsecond % 1000 == 0:  # most instants it is given are whole already: no copy
+        return at
     return at.replace(microsecond=at.microsecond // 1000 * 1000)
 
 
