@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 
@@ -203,3 +204,14 @@ def test_years_past_2100_use_the_zone_rules() -> None:
 def test_leap_day_jobs_fire_only_on_leap_days() -> None:
     got = [f.local.date().isoformat() for f in preview(CronSchedule("0 12 29 2 *", "Asia/Tokyo"), utc(2023, 1, 1), 3)]
     assert got == ["2024-02-29", "2028-02-29", "2032-02-29"]
+
+
+def test_two_passes_through_a_repeated_hour_get_their_own_next_fire() -> None:
+    # The two readings compare equal in their own zone (and hash alike): the kept answers are keyed by the instant.
+    schedule = CronSchedule("30 1 * * *", NY)  # the first pass only (DstRepeatPolicy.FIRST)
+    first_pass = datetime(2026, 11, 1, 1, 15, tzinfo=ZoneInfo(NY), fold=0)
+    second_pass = first_pass.replace(fold=1)
+    assert first_pass == second_pass
+    assert next_fire(schedule, first_pass) == utc(2026, 11, 1, 5, 30)
+    assert next_fire(schedule, second_pass) == utc(2026, 11, 2, 6, 30)
+    assert next_fire(schedule, first_pass) == utc(2026, 11, 1, 5, 30)
