@@ -60,7 +60,7 @@ def next_hit(rules: Rules, after: datetime) -> Hit | None:
 
 # The search is pure, and the same question comes again and again: a batch of creates shares its instant and
 # usually its schedule, and the jobs of one expression fired at one instant chain to the same next fire. Its
-# answers are kept: hashing the key costs a few us, a daily expression's search in a zone with DST ~70 us (17 % of
+# answers are kept: hashing the key costs a few us, a daily expression's search in a zone with DST ~50 us (17 % of
 # the API's CPU per job of a batch; BENCHMARKS.md "The batch endpoint on this box"). The key is the instant in
 # UTC: two readings of one wall-clock time that differ only by `fold` compare equal in their own zone.
 @functools.lru_cache(maxsize=4096)
