@@ -188,10 +188,13 @@ _JPMS = [
 
 # The throughput collector, not G1: on this small heap (the memtables' cells are off the heap) its young pauses are
 # as short, and the request stages ran at 0.92x the CPU per run without G1's write barriers and refinement
-# threads; its full collections stop the node (0.3-0.6 s every ~5 minutes at 300 runs/s). The heap on transparent
-# huge pages (asked for with madvise, the mode Debian's kernel defaults to; where they are off the JVM warns and
-# goes on): in a VM every TLB miss walks two page tables, and the node ran at 0.94x with them (BENCHMARKS.md "The
-# JVMs' collectors and huge pages"). Production keeps G1 (docs/deploy.md).
+# threads; its full collections stop the node (0.3-0.6 s every ~5 minutes at 300 runs/s: the flushed memtables'
+# heap part, which no young-generation setting keeps young). The heap on transparent huge pages (asked for with
+# madvise, the mode Debian's kernel defaults to; where they are off the JVM warns and goes on): in a VM every TLB
+# miss walks two page tables, and the node ran at 0.94x with them (BENCHMARKS.md "The JVMs' collectors and huge
+# pages"). With the huge pages G1 measured level (session 24, BENCHMARKS.md "Ten minutes at 300 runs/s on main, G1
+# with huge pages, and the peers again"): it is the alternative if a soak shows the full collections. Production
+# keeps G1 (docs/deploy.md).
 _JVM = [
     "-Xss256k",
     "-XX:+UseParallelGC",
