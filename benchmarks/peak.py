@@ -29,7 +29,7 @@ from benchmarks.peers import harness
 from benchmarks.peers.harness import Planned, Submitted
 from benchmarks.peers.tickwheel_bench import SubmissionRefused, TickwheelSystem, once_job
 from benchmarks.sustained import Probe, per_run
-from tickwheel.dev.checker import Call, Expected, Report, check
+from tickwheel.dev.checker import Call, Expected, Report, check, lag_summary
 from tickwheel.dev.platform import local_settings
 from tickwheel.dev.sink import Sink
 
@@ -117,15 +117,22 @@ def counts(report: Report) -> dict[str, Any]:
     return doc
 
 
-def slowest(expected: list[Expected], calls: list[Call], count: int = 10) -> list[dict[str, Any]]:
-    """The latest first 2xx calls of these runs: when each was due, how late it started (to match with logs)."""
+def slowest(submitted: Submitted, calls: list[Call], count: int = 10) -> list[dict[str, Any]]:
+    """The latest first 2xx calls of these runs: when each was due, how late it started and how long its create
+    took (to match with logs: a create still unanswered at the due instant makes the run late)."""
+    expected = submitted.expected
     due = {e.run_id: e.due_at for e in expected}
+    # `paced_submit` appends a run and its create's latency together, so the two lists align
+    created_s = {e.run_id: latency for e, latency in zip(expected, submitted.latencies_s, strict=True)}
     first: dict[uuid.UUID, datetime] = {}
     for c in calls:
         if c.run_id in due and 200 <= c.status < 300:
             first[c.run_id] = min(first.get(c.run_id, c.received_at), c.received_at)
     lags = sorted(((at - due[r]).total_seconds(), r) for r, at in first.items())[-count:]
-    return [{"run_id": str(r), "due": due[r].isoformat(), "lag_s": round(lag, 3)} for lag, r in reversed(lags)]
+    return [
+        {"run_id": str(r), "due": due[r].isoformat(), "lag_s": round(lag, 3), "create_s": round(created_s[r], 3)}
+        for lag, r in reversed(lags)
+    ]
 
 
 def summary(
@@ -155,7 +162,7 @@ def summary(
             "seconds": round(setup_s, 1),
             "creates_per_s": round(len(bulk.expected) / setup_s, 1),
             "errors": bulk.errors,
-            "latency_s": harness.lag_summary(bulk.latencies_s),
+            "latency_s": lag_summary(bulk.latencies_s),
         },
         "bulk": {
             "report": counts(bulk_report),
@@ -166,9 +173,11 @@ def summary(
         "urgent": {
             "submitted": len(urgent.expected),
             "errors": urgent.errors,
+            "late": urgent.late,
+            "create_latency_s": lag_summary(urgent.latencies_s),
             "report": counts(urgent_report),
         },
-        "urgent_slowest": slowest(urgent.expected, calls),
+        "urgent_slowest": slowest(urgent, calls),
         "delta": asdict(delta),
         "per_run": per_run(delta, bulk_report.delivered + urgent_report.delivered),
     }
@@ -197,6 +206,7 @@ def main() -> int:
     print(f"bulk: delivered {r['delivered']}/{doc['setup']['jobs']}, lost {r['lost']}, duplicates {r['duplicates']}")
     print(f"  drain {b['drain_s']} s ({b['runs_per_s']}/s), over tolerance {b['over_tolerance']}, lag {r['lag_s']}")
     print(f"urgent: delivered {u['delivered']}/{doc['urgent']['submitted']}, lost {u['lost']}, lag {u['lag_s']}")
+    print(f"  creates late {doc['urgent']['late']}, create latency {doc['urgent']['create_latency_s']}")
     print("cpu ms/run:", doc["per_run"].get("cpu_ms"), "load", doc["loadavg"])
     print(f"results: {target}")
     return 0 if b["report"]["lost"] == 0 and u["lost"] == 0 else 1
