@@ -1,12 +1,14 @@
-"""Emptying the wheel: the fire loop sends each row when it is due, on its lane's topic, one send gate per lane;
-a recurring job is chained as its run fires, a lease check goes out only while the lease has lapsed, and a send
-the bus refused or a pause puts the row back. The decisions are `dispatcher.firing`'s."""
+"""Emptying the wheel: the fire loop sends each row when it is due, on its lane's topic, a window of sends per
+lane; a recurring job is chained as its run fires, a lease check goes out only while the lease has lapsed, and a
+send the bus refused or a pause puts the row back. The decisions are `dispatcher.firing`'s."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+from collections import deque
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -64,9 +66,14 @@ class Firing:
         self.last_round_ms = 0  # when `fire_due` last sent a batch: the next round waits `fire_grain_ms` after it
         self._spawn = spawn
         self._sending: set[asyncio.Task[Any]] = set()
-        # One send gate per lane: asyncio's semaphore is FIFO, so with one gate an urgent row due just after a
-        # bulk burst waited behind every bulk send (16-23 s at a 25k-100k peak, BENCHMARKS.md "Peak").
-        self._gates = {lane: asyncio.Semaphore(self.cfg.fire_concurrency) for lane in firing.LANE_RANK}
+        # Per lane, the rows taken from the wheel and not yet sending, and how many are sending (at most
+        # `fire_concurrency`): a send starts as another ends. One window per lane: with one, an urgent row due
+        # just after a bulk burst waited behind every bulk send (16-23 s at a 25k-100k peak, BENCHMARKS.md
+        # "Peak"). Rows wait in a queue rather than as tasks: a task per row of a 100k peak made each round of
+        # the loop as long as the rows it took cost, so the next round took (and cost) five times as many, and
+        # an urgent row due in the meantime fired 6 s late (BENCHMARKS.md "The peak's urgent lane", session 25).
+        self._queued: dict[str, deque[tuple[Key, DueRun]]] = {lane: deque() for lane in firing.LANE_RANK}
+        self._in_flight = dict.fromkeys(firing.LANE_RANK, 0)
 
     async def loop(self) -> None:
         """Fire what is due, then sleep until the next row is due, but not before `fire_grain_ms` after the last
@@ -96,46 +103,71 @@ class Firing:
         return table.wheel.next_due_ms()
 
     async def settle(self) -> None:
-        """Wait until the sends `fire_due` started are done (tests; the loops never wait for them)."""
+        """Wait until the rows `fire_due` took are sent (tests; the loops never wait for them)."""
         while self._sending:
             await asyncio.wait(list(self._sending))
 
+    @property
+    def queued(self) -> int:
+        """Rows taken from the wheel that wait for their lane's window."""
+        return sum(len(rows) for rows in self._queued.values())
+
     def dispatch(self, batch: list[tuple[int, Key, DueRun]]) -> None:
-        """Start the sends of a due batch, urgent lane first; each row is held in its watermark until acked."""
+        """Queue a due batch on its lanes and start what their windows allow, urgent lane first; each row is held
+        in its watermark until acked."""
+        table, queued = self.table, self._queued
         for _due_ms, key, run in fire_order(batch):
-            self.table.keys_by_shard[run.shard].discard(key)
-            self.table.watermarks.hold(run.shard, key, run.fire_at_ms)
+            table.keys_by_shard[run.shard].discard(key)
+            table.watermarks.hold(run.shard, key, run.fire_at_ms)
+            queued[run.lane if run.lane in queued else "default"].append((key, run))
+        for lane in queued:
+            self._start_sends(lane)
+
+    def _start_sends(self, lane: str) -> None:
+        """Start sends from the lane's queue up to its window."""
+        rows, limit = self._queued[lane], self.cfg.fire_concurrency
+        while rows and self._in_flight[lane] < limit:
+            key, run = rows.popleft()
+            self._in_flight[lane] += 1
             task = self._spawn(self._fire(key, run), f"fire {run.run_id}")
             self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+            task.add_done_callback(functools.partial(self._sent, lane))
+
+    def _sent(self, lane: str, task: asyncio.Task[Any]) -> None:
+        self._in_flight[lane] -= 1
+        if not task.cancelled():  # cancelled: the engine is stopping, and starts nothing more
+            # before the task leaves `_sending`: `settle` must never see the set empty while rows still queue
+            self._start_sends(lane)
+        self._sending.discard(task)
 
     async def _fire(self, key: Key, run: DueRun) -> None:
         table = self.table
-        async with self._gates.get(run.lane, self._gates["default"]):
-            if run.shard not in table.owned:
-                table.watermarks.release(run.shard, key)
-                return
-            held_back = needs_chain(run) and not await self._chain(run)  # by the job's catch-up or overlap
-            if held_back or (run.kind == "lease_check" and not await self._lease_lapsed(run)):
-                table.watermarks.release(run.shard, key)
-                table.recent.add(key)
-                return
-            if not self.ownership.can_fire():  # paused while waiting: put it back, out on resume (or dropped)
-                self._requeue(key, run, run.fire_at_ms)
-                return
-            fired_at_ms = self.clock.now_ms()
-            try:
-                # No key: librdkafka sends one produce request per partition, so runs keyed by job spread a round
-                # of ~15 over ~10 requests; unkeyed, its sticky partitioner gives the round one partition (one
-                # request, one fetch answer), moving on every `sticky.partitioning.linger.ms`. Nothing reads the
-                # key: a run's claim, not its partition, keeps two workers from calling it.
-                await self.producer.send(
-                    self.topics[run.lane], encode(firing.fired(run, fired_at_ms)), headers=self._headers()
-                )
-            except Unavailable as exc:
-                log.warning("send failed, retrying: %s", exc, extra=_context(run))
-                self._requeue(key, run, self.clock.now_ms() + RETRY_SEND_MS)
-                return
+        # A row queued when its shard was dropped lost its hold with it: whoever owns the shard next (this
+        # dispatcher again, perhaps) reads the row again.
+        if run.shard not in table.owned or not table.watermarks.holds(run.shard, key):
+            table.watermarks.release(run.shard, key)
+            return
+        held_back = needs_chain(run) and not await self._chain(run)  # by the job's catch-up or overlap
+        if held_back or (run.kind == "lease_check" and not await self._lease_lapsed(run)):
+            table.watermarks.release(run.shard, key)
+            table.recent.add(key)
+            return
+        if not self.ownership.can_fire():  # paused while waiting: put it back, out on resume (or dropped)
+            self._requeue(key, run, run.fire_at_ms)
+            return
+        fired_at_ms = self.clock.now_ms()
+        try:
+            # No key: librdkafka sends one produce request per partition, so runs keyed by job spread a round
+            # of ~15 over ~10 requests; unkeyed, its sticky partitioner gives the round one partition (one
+            # request, one fetch answer), moving on every `sticky.partitioning.linger.ms`. Nothing reads the
+            # key: a run's claim, not its partition, keeps two workers from calling it.
+            await self.producer.send(
+                self.topics[run.lane], encode(firing.fired(run, fired_at_ms)), headers=self._headers()
+            )
+        except Unavailable as exc:
+            log.warning("send failed, retrying: %s", exc, extra=_context(run))
+            self._requeue(key, run, self.clock.now_ms() + RETRY_SEND_MS)
+            return
         self.fired_count += 1
         table.watermarks.release(run.shard, key)
         table.recent.add(key)

@@ -301,6 +301,38 @@ async def test_the_fire_loop_waits_its_grain_after_a_round_so_rows_due_within_it
         loop.cancel()
 
 
+async def test_a_burst_waits_in_its_lanes_queue_not_as_a_task_per_row_and_leaves_once_each(parts: Parts) -> None:
+    # A task per row of a 100k peak made each round of the loop as long as its rows cost, the next round five times
+    # larger: an urgent row due meanwhile fired 6 s late (BENCHMARKS.md, session 25).
+    await parts.own(1)
+    window = parts.settings.dispatcher.fire_concurrency
+    burst = [row(1, NOW + timedelta(milliseconds=i % 7), lane="bulk") for i in range(window + 300)]
+    parts.table.insert_all(burst)
+    parts.firing.dispatch(parts.table.wheel.advance(epoch_ms(NOW) + 10))
+    assert sum(not task.done() for task in parts.tasks) == window
+    assert parts.firing.queued == 300
+    waiting = burst[-1]  # due last: queued, so known (a rescan must not load it again) and holding the mark
+    assert parts.table.is_known(key_of(waiting), 1)
+    assert parts.table.watermarks.mark(1, epoch_ms(NOW) + 10) <= waiting.fire_at_ms
+    await parts.firing.settle()
+    assert sorted(fired_jobs(parts)) == sorted(r.job_id for r in burst) and parts.firing.queued == 0
+    assert parts.table.watermarks.mark(1, epoch_ms(NOW) + 10) == epoch_ms(NOW) + 10
+
+
+async def test_a_row_queued_when_its_shard_is_dropped_is_not_sent_even_if_the_shard_comes_back(parts: Parts) -> None:
+    await parts.own(1, 2)
+    window = parts.settings.dispatcher.fire_concurrency
+    burst = [row(1, NOW) for _ in range(window)]
+    other = row(2, NOW + timedelta(milliseconds=1))  # behind the burst in the default lane's queue
+    parts.table.insert_all([*burst, other])
+    parts.firing.dispatch(parts.table.wheel.advance(epoch_ms(NOW) + 1))
+    assert parts.firing.queued == 1
+    parts.table.drop_shard(2)
+    parts.table.owned[2] = ShardState(start=NOW, scanned=True)  # taken back: its scan reads the row again
+    await parts.firing.settle()
+    assert other.job_id not in fired_jobs(parts) and len(fired_jobs(parts)) == window
+
+
 # -- Checkpointer -------------------------------------------------------------------------------------------------
 async def test_a_leaving_owner_tags_its_marks_and_keeps_a_shard_a_newer_epoch_fenced(parts: Parts) -> None:
     await parts.own(1, 2, epoch=1)

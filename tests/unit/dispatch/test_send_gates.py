@@ -62,3 +62,6 @@ async def test_an_urgent_row_due_after_a_bulk_burst_does_not_wait_for_the_burst(
     await asyncio.wait_for(producer.urgent_sent.wait(), 240)
     assert producer.sent.index("urgent") < 200  # behind the bulk sends in flight (32), not the whole burst (1000)
     await engine.stop()
+    # a send cancelled by the stop starts no other: nothing of the burst still queued is left running
+    assert engine.firing.queued > 0
+    assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
