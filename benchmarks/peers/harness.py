@@ -308,13 +308,19 @@ def stop_peer(name: str, pid: int | None) -> None:
 
 def stack_server_pids(*kinds: str) -> list[int]:
     """Pids of the local stack's servers of these kinds (`tickwheel stack up`; every node of each) that are
-    running."""
+    running; a kind with none running is an error, not a server that cost nothing (run from the directory whose
+    `.stack` holds the servers: started elsewhere, arq's Redis once counted 0.0 s)."""
     from tickwheel.dev import stack
     from tickwheel.dev.stack import process
 
     root = stack.stack_dir()
-    pids = (process.read_pid(root, name) for kind in kinds for name in process.server_names(root, kind))
-    return [p for p in pids if p is not None]
+    pids = []
+    for kind in kinds:
+        running = [p for p in (process.read_pid(root, name) for name in process.server_names(root, kind)) if p]
+        if not running:
+            raise RuntimeError(f"no {kind} of the stack in {root} is running: its CPU would count as 0")
+        pids += running
+    return pids
 
 
 async def wait_delivered(sink: Sink, expected: list[Expected], deadline: datetime) -> None:

@@ -12,6 +12,7 @@ import time
 import types
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
@@ -169,3 +170,12 @@ def test_the_load_mix_reads_weights_and_refuses_unknown_operations() -> None:
     assert parse_mix("create=3, get=5,list,patch=0") == {"create": 3, "get": 5, "list": 1, "patch": 0}
     with pytest.raises(ValueError, match="delete"):
         parse_mix("delete=1")
+
+
+def test_a_server_kind_with_nothing_running_in_the_stack_is_an_error_not_zero_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # started from a directory whose .stack holds no servers, arq's Redis counted 0.0 s (session 24)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(RuntimeError, match="no redis"):
+        harness.stack_server_pids("redis")
