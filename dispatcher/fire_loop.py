@@ -100,6 +100,7 @@ class Firing:
             self.last_round_ms = now_ms
             self.dispatch(batch)
         metrics.wheel_size.set(len(table.wheel))
+        metrics.fire_queued.set(self.queued)  # a peak's backlog: due, and behind the sends in flight
         return table.wheel.next_due_ms()
 
     async def settle(self) -> None:

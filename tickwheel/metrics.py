@@ -35,6 +35,7 @@ fire_lag = Histogram(
 )
 fired = Counter("tickwheel_fired_total", "Run rows produced onto lane topics", ["lane", "kind"])
 wheel_size = Gauge("tickwheel_wheel_entries", "Entries waiting in the dispatcher's timing wheel")
+fire_queued = Gauge("tickwheel_fire_queued", "Rows due, out of the wheel, waiting for their lane's send window")
 owned_shards = Gauge("tickwheel_owned_shards", "Shards this dispatcher owns")
 preload_seconds = Histogram("tickwheel_preload_seconds", "Time to read one minute bucket of the owned shards")
 checkpoint_lag = Gauge(

@@ -13,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from dispatcher.checkpointer import Checkpointer
 from dispatcher.fire_loop import Firing
@@ -308,9 +309,10 @@ async def test_a_burst_waits_in_its_lanes_queue_not_as_a_task_per_row_and_leaves
     window = parts.settings.dispatcher.fire_concurrency
     burst = [row(1, NOW + timedelta(milliseconds=i % 7), lane="bulk") for i in range(window + 300)]
     parts.table.insert_all(burst)
-    parts.firing.dispatch(parts.table.wheel.advance(epoch_ms(NOW) + 10))
+    parts.now = NOW + timedelta(milliseconds=10)
+    parts.firing.fire_due()
     assert sum(not task.done() for task in parts.tasks) == window
-    assert parts.firing.queued == 300
+    assert parts.firing.queued == 300 and REGISTRY.get_sample_value("tickwheel_fire_queued") == 300
     waiting = burst[-1]  # due last: queued, so known (a rescan must not load it again) and holding the mark
     assert parts.table.is_known(key_of(waiting), 1)
     assert parts.table.watermarks.mark(1, epoch_ms(NOW) + 10) <= waiting.fire_at_ms
