@@ -70,7 +70,7 @@ class Firing:
         # `fire_concurrency`): a send starts as another ends. One window per lane: with one, an urgent row due
         # just after a bulk burst waited behind every bulk send (16-23 s at a 25k-100k peak, BENCHMARKS.md
         # "Peak"). Rows wait in a queue rather than as tasks: a task per row of a 100k peak made each round of
-        # the loop as long as the rows it took cost, so the next round took (and cost) five times as many, and
+        # the loop as long as the rows it took cost, so the next round took (and cost) four times as many, and
         # an urgent row due in the meantime fired 6 s late (BENCHMARKS.md "The peak's urgent lane", session 25).
         self._queued: dict[str, deque[tuple[Key, DueRun]]] = {lane: deque() for lane in firing.LANE_RANK}
         self._in_flight = dict.fromkeys(firing.LANE_RANK, 0)
