@@ -13,7 +13,10 @@ from tickwheel.store.cassandra import CassandraStore
 
 
 def spans(dispatchers: list) -> list[set[int]]:
-    return [set(d.engine.table.owned) for d in dispatchers]
+    """The shards each dispatcher holds as its own: a shard moving away stays owned by design until its new owner has
+    checkpointed it (`Ownership.moving`), so it counts as the new owner's (CI, session 25: the raw sets overlapped
+    while the split of three was still handing shards over)."""
+    return [set(d.engine.table.owned) - set(d.engine.ownership.moving) for d in dispatchers]
 
 
 async def test_three_dispatchers_split_the_shards_with_no_overlap_and_two_take_over_when_one_stops(
