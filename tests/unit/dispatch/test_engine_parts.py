@@ -303,7 +303,7 @@ async def test_the_fire_loop_waits_its_grain_after_a_round_so_rows_due_within_it
 
 
 async def test_a_burst_waits_in_its_lanes_queue_not_as_a_task_per_row_and_leaves_once_each(parts: Parts) -> None:
-    # A task per row of a 100k peak made each round of the loop as long as its rows cost, the next round five times
+    # A task per row of a 100k peak made each round of the loop as long as its rows cost, the next round four times
     # larger: an urgent row due meanwhile fired 6 s late (BENCHMARKS.md, session 25).
     await parts.own(1)
     window = parts.settings.dispatcher.fire_concurrency
