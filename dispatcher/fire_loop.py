@@ -142,6 +142,17 @@ class Firing:
         self._sending.discard(task)
 
     async def _fire(self, key: Key, run: DueRun) -> None:
+        try:
+            await self._fire_row(key, run)
+        except Exception:
+            # Not an outage (`Unavailable` is handled inside): a bug, or a value the bus or the store refused. Said
+            # at once, with the row, and the row tried again later: it keeps its hold, so its shard's checkpoint
+            # waits for it instead of passing a row that was never sent, and the error shows every retry.
+            metrics.fire_errors.inc()
+            log.exception("firing a row failed, trying again in %d ms", RETRY_SEND_MS, extra=_context(run))
+            self._requeue(key, run, self.clock.now_ms() + RETRY_SEND_MS)
+
+    async def _fire_row(self, key: Key, run: DueRun) -> None:
         table = self.table
         # A row queued when its shard was dropped lost its hold with it: whoever owns the shard next (this
         # dispatcher again, perhaps) reads the row again.

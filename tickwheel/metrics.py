@@ -34,6 +34,9 @@ fire_lag = Histogram(
     "tickwheel_fire_lag_seconds", "Fired minus due time of a run row", ["lane"], buckets=LAG_BUCKETS
 )
 fired = Counter("tickwheel_fired_total", "Run rows produced onto lane topics", ["lane", "kind"])
+fire_errors = Counter(
+    "tickwheel_fire_errors_total", "Rows whose firing failed with an unexpected error (each is tried again)"
+)
 wheel_size = Gauge("tickwheel_wheel_entries", "Entries waiting in the dispatcher's timing wheel")
 fire_queued = Gauge("tickwheel_fire_queued", "Rows due, out of the wheel, waiting for their lane's send window")
 owned_shards = Gauge("tickwheel_owned_shards", "Shards this dispatcher owns")

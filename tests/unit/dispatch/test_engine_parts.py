@@ -335,6 +335,35 @@ async def test_a_row_queued_when_its_shard_is_dropped_is_not_sent_even_if_the_sh
     assert other.job_id not in fired_jobs(parts) and len(fired_jobs(parts)) == window
 
 
+async def test_a_row_whose_send_raised_an_unexpected_error_is_logged_at_once_and_goes_out_on_a_retry(
+    parts: Parts, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before, such an error ended the send's task unseen until the engine's stop, and the row kept its hold: its
+    # shard's checkpoint stayed at it for as long as the shard was owned, and the row never went out.
+    await parts.own(1)
+    due = row(1, NOW)
+    parts.table.insert_all([due])
+    send = parts.bus.send
+
+    async def refuse_once(*args: Any, **kwargs: Any) -> tuple[int, int]:
+        parts.bus.send = send  # type: ignore[method-assign]
+        raise ValueError("a value the bus cannot take")
+
+    parts.bus.send = refuse_once  # type: ignore[method-assign]
+    errors = REGISTRY.get_sample_value("tickwheel_fire_errors_total") or 0
+    parts.firing.fire_due()
+    await parts.firing.settle()
+    assert parts.bus.messages == [] and len(parts.table.wheel) == 1  # back in the wheel, a second later
+    assert REGISTRY.get_sample_value("tickwheel_fire_errors_total") == errors + 1
+    assert any(r.levelname == "ERROR" and r.exc_info for r in caplog.records)  # now, with its traceback
+    assert parts.table.watermarks.mark(1, epoch_ms(NOW) + 999) == due.fire_at_ms  # the checkpoint waits for it
+    parts.now = NOW + timedelta(seconds=1)
+    parts.firing.fire_due()
+    await parts.firing.settle()
+    assert fired_jobs(parts) == [due.job_id]
+    assert parts.table.watermarks.mark(1, epoch_ms(NOW) + 1000) == epoch_ms(NOW) + 1000
+
+
 # -- Checkpointer -------------------------------------------------------------------------------------------------
 async def test_a_leaving_owner_tags_its_marks_and_keeps_a_shard_a_newer_epoch_fenced(parts: Parts) -> None:
     await parts.own(1, 2, epoch=1)
