@@ -26,10 +26,11 @@ lint: install
 	$(BIN)/ruff check .
 	$(BIN)/mypy tickwheel api dispatcher worker coordinator schemas tests client/tickwheel_client
 
-# Everything: lint, then unit, integration and end-to-end tests against the real local servers.
+# Everything: lint, then unit, integration and end-to-end tests against the real local servers (the 40 slowest
+# named at the end: CI must stay under 30 minutes).
 test: install lint
 	$(BIN)/tickwheel stack up
-	$(BIN)/python -m pytest -p no:cacheprovider tests; rc=$$?; \
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=40 tests; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest ran no tests" >&2; exit 1; fi; exit $$rc
 
 unit: install
