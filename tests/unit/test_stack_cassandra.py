@@ -73,12 +73,18 @@ def test_every_stack_node_keeps_its_memtables_in_tries_with_their_cells_off_the_
         assert memtables["trie"] == {"class_name": "TrieMemtable"}
         assert memtables["default"] == {"inherits": "trie"}  # every table's, the system keyspace's too
         assert conf["memtable_allocation_type"] == "offheap_objects"
-        # more room off the heap than the heap's share (a quarter of the cluster node's 640 MiB heap: 160 MiB)
+        # more room off the heap than the heap's share (3/8 of the cluster node's 640 MiB heap: 240 MiB)
         assert conf["memtable_offheap_space"] == f"{cassandra.MEMTABLE_OFFHEAP_MIB}MiB"
-        assert cassandra.MEMTABLE_OFFHEAP_MIB >= 2 * 160
-        assert "memtable_heap_space" not in conf  # a quarter of the heap, whatever the heap
+        assert cassandra.MEMTABLE_OFFHEAP_MIB >= 2 * 240
+        # flushed at half of 3/8 of the heap: 2.25x Cassandra's defaults' flushes (a third of a quarter)
+        assert conf["memtable_flush_writers"] == 1
         # what the writes' durability rests on is as it was: the commit log, synced every 10 s
         assert (conf["commitlog_sync"], conf["commitlog_sync_period"]) == ("periodic", "10000ms")
+    one_of_three = cassandra.node_spec(["a", "b", "c"], 0)
+    single = yaml_parser.safe_load(cassandra._YAML)["memtable_heap_space"]
+    clustered = yaml_parser.safe_load(one_of_three.prepare.keywords["yaml"])  # type: ignore[attr-defined]
+    assert (single, clustered["memtable_heap_space"]) == ("384MiB", "240MiB")  # 3/8 of the 1 GiB and 640 MiB heaps
+    assert one_of_three.command.keywords["heap"] == "640m"  # type: ignore[attr-defined]
 
 
 def test_every_stack_node_runs_as_many_requests_at_once_as_two_cores_can() -> None:

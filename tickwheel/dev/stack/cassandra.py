@@ -23,16 +23,21 @@ log = logging.getLogger(__name__)
 NAME = "cassandra"
 NATIVE_PORT = 19042
 STORAGE_PORT = 17000
-HEAP = "1g"
+HEAP_MIB = 1024
+HEAP = f"{HEAP_MIB}m"
 # A node of a cluster of several: three of them and the platform share a 2-core box with other work. A cluster of
 # one (`--nodes 1`, the benchmarks' private servers) has the single stack's heap.
-NODE_HEAP = "640m"
+NODE_HEAP_MIB = 640
+NODE_HEAP = f"{NODE_HEAP_MIB}m"
 CLUSTER_NATIVE_PORT = 29042
 CLUSTER_STORAGE_PORT = 27000
 
 
-def _yaml(host: str, native_port: int, storage_port: int, seeds: Sequence[str], token: int, hints: bool) -> str:
-    """cassandra.yaml of one node: every node is a seed, so the nodes of a cluster may start in any order."""
+def _yaml(
+    host: str, native_port: int, storage_port: int, seeds: Sequence[str], token: int, hints: bool, heap_mib: int
+) -> str:
+    """cassandra.yaml of one node (of a `heap_mib` heap): every node is a seed, so the nodes of a cluster may start
+    in any order."""
     seed_list = ",".join(f"{seed}:{storage_port}" for seed in seeds)
     return f"""\
 cluster_name: tickwheel-dev
@@ -50,7 +55,15 @@ seed_provider:
     parameters:
       - seeds: "{seed_list}"
 hinted_handoff_enabled: {"true" if hints else "false"}
+memtable_heap_space: {memtable_heap_mib(heap_mib)}MiB
 {_COMMON_YAML}"""
+
+
+def memtable_heap_mib(heap_mib: int) -> int:
+    """The memtables' share of a `heap_mib` heap: 3/8 of it (Cassandra's default is a quarter), flushed from half
+    of it (`memtable_flush_writers: 1`), so each flush is 2.25x what it was and system.paxos is rewritten less
+    than half as often (see MEMTABLE_OFFHEAP_MIB)."""
+    return heap_mib * 3 // 8
 
 
 # Memtables: Cassandra 5.0's trie memtables (for every table, system.paxos included: the `default` configuration)
@@ -61,8 +74,14 @@ hinted_handoff_enabled: {"true" if hints else "false"}
 # system.paxos write (~4x its serialized size): at 237 runs/s a flush every ~12 s of 3.3 MiB, 78 % of the node's
 # compaction in bytes (BENCHMARKS.md "Cassandra's compaction and GC per run"). A trie with off-heap cells takes ~100
 # bytes of heap per write, so a flush holds 4x the writes and the state is rewritten a quarter as often; the cells
-# are no longer the collector's to copy. Side by side: compaction 0.25x, GC 0.30x per run. The heap's share
-# (memtable_heap_space, a quarter of the heap) still triggers the flushes; the off-heap space is room above it.
+# are no longer the collector's to copy. Side by side: compaction 0.25x, GC 0.30x per run. The heap's share still
+# triggers the flushes, the off-heap space is room above it: the memtable cleaner flushes the largest memtable when
+# the memtables hold 1 / (1 + memtable_flush_writers) of their share. Cassandra's defaults (a quarter of the heap,
+# two flush writers: a third of it, 85 MiB on the 1 GiB heap) flushed system.paxos every ~50 s at 300 runs/s, each
+# flush merged with all the Paxos state kept (up to PAXOS_STATE_S of it, ~90 MiB in 10 minutes): 12 compactions of
+# 3-10 s in ten minutes, each taking a core from a 2-core box (the worst lag windows). 3/8 of the heap and one
+# flush writer (half of it: 192 MiB) flush 2.25x as much each time: half the compactions, Cassandra 0.92x per run
+# (BENCHMARKS.md "Larger memtable flushes", session 26). A flush of 200 MiB takes well under a second on one writer.
 MEMTABLE_OFFHEAP_MIB = 512
 
 _COMMON_YAML = f"""\
@@ -90,6 +109,7 @@ memtable:
       inherits: trie
 memtable_allocation_type: offheap_objects
 memtable_offheap_space: {MEMTABLE_OFFHEAP_MIB}MiB
+memtable_flush_writers: 1
 materialized_views_enabled: false
 sasi_indexes_enabled: false
 user_defined_functions_enabled: false
@@ -137,7 +157,7 @@ def client_settings(stack_dir: Path, names: Sequence[str]) -> dict[str, str]:
 
 
 # The single dev node; private benchmark platforms rewrite its ports.
-_YAML = _yaml("127.0.0.1", NATIVE_PORT, STORAGE_PORT, ["127.0.0.1"], token=0, hints=False)
+_YAML = _yaml("127.0.0.1", NATIVE_PORT, STORAGE_PORT, ["127.0.0.1"], token=0, hints=False, heap_mib=HEAP_MIB)
 
 _LOGBACK = """\
 <configuration scan="false">
@@ -335,13 +355,16 @@ def node_spec(hosts: Sequence[str], index: int) -> ServerSpec:
     """Node `index` (0-based) of a cluster on `hosts`: tokens evenly spread, hints on (a restarted node catches up)."""
     name = f"{NAME}-{index + 1}"
     token = -(2**63) + index * (2**64 // len(hosts))
-    yaml = _yaml(hosts[index], CLUSTER_NATIVE_PORT, CLUSTER_STORAGE_PORT, hosts, token=token, hints=True)
+    heap_mib = HEAP_MIB if len(hosts) == 1 else NODE_HEAP_MIB
+    yaml = _yaml(
+        hosts[index], CLUSTER_NATIVE_PORT, CLUSTER_STORAGE_PORT, hosts, token=token, hints=True, heap_mib=heap_mib
+    )
     return ServerSpec(
         name=name,
         env_var=SPEC.env_var,
         endpoint=f"{hosts[index]}:{CLUSTER_NATIVE_PORT}",
         timeout_s=300.0,
         prepare=partial(prepare, name=name, yaml=yaml),
-        command=partial(command, name=name, heap=HEAP if len(hosts) == 1 else NODE_HEAP),
+        command=partial(command, name=name, heap=f"{heap_mib}m"),
         probe=partial(probe, ring=len(hosts)),
     )
