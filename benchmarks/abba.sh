@@ -15,12 +15,9 @@ set -euo pipefail
 [ $# -ge 5 ] || { sed -n 2,12p "$0"; exit 2; }
 tag=$1 rate=$2 seconds=$3 warmup=$4
 shift 4
-repo=$(cd "$(dirname "$0")/.." && pwd)
-py=$repo/.venv/bin/python
+source "$(dirname "$0")/leg.sh"
 out=${ABBA_DIR:-/tmp/abba}
 host=${ABBA_HOST:-127.0.0.14}
-jars=$repo/.stack/lib   # the servers' jars, resolved once by the dev stack (`tickwheel stack up`)
-[ -d "$jars" ] || { echo "abba: $jars missing: run .venv/bin/tickwheel stack up once" >&2; exit 1; }
 
 n=0
 for leg in "$@"; do
@@ -32,20 +29,14 @@ for leg in "$@"; do
     for pair in "${pairs[@]}"; do sets+=(--set "$pair"); done
   fi
   dir=$out/$tag-$n
-  rm -rf "$dir"
-  mkdir -p "$dir/code" "$dir/servers" "$dir/platform"
-  git -C "$repo" archive "$commit" | tar -x -C "$dir/code"
-  ln -s "$jars" "$dir/servers/lib"
-  echo "$leg $(git -C "$repo" rev-parse --short "$commit")" > "$dir/leg"
-  export PYTHONPATH=$dir/code
-  echo "== $tag-$n: $leg ($(date -u +%T))"
-  (cd "$dir/code" && "$py" -m tickwheel.cli stack up --nodes 1 --hosts "$host" --dir "$dir/servers") > "$dir/stack.log" 2>&1
-  (cd "$dir/platform" && "$py" -m benchmarks.private_platform up --servers "$dir/servers" --name "$tag$n" \
-     ${sets[@]+"${sets[@]}"}) > "$dir/platform.log" 2>&1
+  leg_prepare "$dir" "$commit"
+  echo "$leg $(git -C "$leg_repo" rev-parse --short "$commit")" > "$dir/leg"
+  echo "== $tag-$n: $leg ($(date -u +%T), load $(leg_load))"
+  leg_up "$dir" "$host" "$tag$n" ${sets[@]+"${sets[@]}"} || { leg_down "$dir"; exit 1; }
   sleep 20
-  (cd "$dir/platform" && TICKWHEEL_ENV_FILE=$dir/platform/.stack/env "$py" -m benchmarks.sustained --idle 0 --warmup "$warmup" --rates "$rate" \
-     --seconds "$seconds" --keep-going) > "$dir/leg.log" 2>&1 || echo "abba: $tag-$n: sustained failed" >&2
-  (cd "$dir/platform" && "$py" -m benchmarks.private_platform down) >> "$dir/platform.log" 2>&1 || true
-  (cd "$dir/code" && "$py" -m tickwheel.cli stack down --nodes 1 --dir "$dir/servers") >> "$dir/stack.log" 2>&1 || true
+  (cd "$dir/platform" && TICKWHEEL_ENV_FILE=$dir/platform/.stack/env "$leg_py" -m benchmarks.sustained --idle 0 \
+     --warmup "$warmup" --rates "$rate" --seconds "$seconds" --keep-going) > "$dir/leg.log" 2>&1 \
+    || echo "abba: $tag-$n: sustained failed" >&2
+  leg_down "$dir"
   tail -4 "$dir/leg.log"
 done

@@ -13,24 +13,14 @@
 set -uo pipefail
 [ $# -ge 2 ] || { sed -n 2,12p "$0"; exit 2; }
 tag=$1 commit=$2 runs=${3:-100000}
-repo=$(cd "$(dirname "$0")/.." && pwd)
-py=$repo/.venv/bin/python
+source "$(dirname "$0")/leg.sh"
+repo=$leg_repo py=$leg_py
 dir=${PEAK_DIR:-/tmp/peak}/$tag
 host=${PEAK_HOST:-127.0.0.13}
 create_rate=400  # the instant is set runs/create_rate + 15 s after the start: every create lands before it
-jars=$repo/.stack/lib
-[ -d "$jars" ] || { echo "peak: $jars missing: run .venv/bin/tickwheel stack up once" >&2; exit 1; }
-rm -rf "$dir"
-mkdir -p "$dir/code" "$dir/servers" "$dir/platform"
-git -C "$repo" archive "$commit" | tar -x -C "$dir/code"
-ln -s "$jars" "$dir/servers/lib"
-export PYTHONPATH=$dir/code
-echo "== $tag: $commit $(git -C "$repo" rev-parse --short "$commit") servers $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
-(cd "$dir/code" && "$py" -m tickwheel.cli stack up --nodes 1 --hosts "$host" --dir "$dir/servers") > "$dir/stack.log" 2>&1 \
-  || { echo "peak: stack up failed" >&2; tail -3 "$dir/stack.log" >&2; }
-(cd "$dir/platform" && "$py" -m benchmarks.private_platform up --servers "$dir/servers" --name "peak$tag" --urgent-worker \
-   --set TICKWHEEL_API_REQUESTS_PER_S=2000) > "$dir/platform.log" 2>&1 \
-  || { echo "peak: platform up failed" >&2; tail -3 "$dir/platform.log" >&2; }
+leg_prepare "$dir" "$commit" || exit 1
+echo "== $tag: $commit $(git -C "$repo" rev-parse --short "$commit") servers $(date -u +%T) load $(leg_load)"
+leg_up "$dir" "$host" "peak$tag" --urgent-worker --set TICKWHEEL_API_REQUESTS_PER_S=2000 || { leg_down "$dir"; exit 1; }
 ready() { grep -o "^$1: ready, pid [0-9]*.*" "$dir/platform.log"; }
 pid_of() { ready "$1" | sed 's/.*pid \([0-9]*\).*/\1/'; }
 metrics_of() {
@@ -42,7 +32,7 @@ metrics_of() {
 }
 sleep 20
 start=$(date +%s)
-echo "== peak $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== peak $(date -u +%T) load $(leg_load)"
 (cd "$dir/platform" && TICKWHEEL_ENV_FILE=$dir/platform/.stack/env "$py" -m benchmarks.peak --runs "$runs" \
    --create-rate "$create_rate" --drain-rate 250 --urgent-rate 2 --concurrency 96 --max-drain 900) > "$dir/peak.log" 2>&1 &
 peak=$!
@@ -65,8 +55,7 @@ if [ "${PEAK_TIMELINE:-0}" = 1 ]; then
 fi
 wait "$peak" || echo "peak: benchmarks.peak failed" >&2
 for name in dispatcher worker worker-2; do curl -s "$(metrics_of $name)" > "$dir/$name.metrics"; done
-echo "== down $(date -u +%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
-(cd "$dir/platform" && "$py" -m benchmarks.private_platform down) >> "$dir/platform.log" 2>&1 || true
-(cd "$dir/code" && "$py" -m tickwheel.cli stack down --nodes 1 --dir "$dir/servers") >> "$dir/stack.log" 2>&1 || true
+echo "== down $(date -u +%T) load $(leg_load)"
+leg_down "$dir"
 wait
 tail -8 "$dir/peak.log"

@@ -13,48 +13,37 @@ set -uo pipefail
 [ $# -ge 3 ] || { sed -n 2,10p "$0"; exit 2; }
 tag=$1 commit=$2
 shift 2
-repo=$(cd "$(dirname "$0")/.." && pwd)
-py=$repo/.venv/bin/python
+source "$(dirname "$0")/leg.sh"
+repo=$leg_repo py=$leg_py
 dir=${PEERS_DIR:-/tmp/peers-runs}/$tag
 host=${PEERS_HOST:-127.0.0.14}
 window=${WINDOW:-30}
 venv=${PEERS_VENV:-$repo/.stack/peers-venv}
-jars=$repo/.stack/lib
-[ -d "$jars" ] || { echo "peers: $jars missing: run .venv/bin/tickwheel stack up once" >&2; exit 1; }
 if [ ! -x "$venv/bin/python" ]; then
   echo "== arq's venv in $venv"
   python3 -m venv "$venv" && "$venv/bin/pip" install -q -e "$repo" "arq>=0.26" requests \
     || { echo "peers: arq's venv failed" >&2; exit 1; }
 fi
-rm -rf "$dir"
-mkdir -p "$dir/code" "$dir/servers" "$dir/platform"
-git -C "$repo" archive "$commit" | tar -x -C "$dir/code"
-ln -s "$jars" "$dir/servers/lib"
-export PYTHONPATH=$dir/code
-load() { cut -d' ' -f1-3 /proc/loadavg; }
-echo "== $tag: $commit $(git -C "$repo" rev-parse --short "$commit") servers $(date -u +%T) load $(load)"
-(cd "$dir/code" && "$py" -m tickwheel.cli stack up --nodes 1 --hosts "$host" --dir "$dir/servers") > "$dir/stack.log" 2>&1 \
-  || { echo "peers: stack up failed" >&2; tail -3 "$dir/stack.log" >&2; }
-(cd "$dir/platform" && "$py" -m benchmarks.private_platform up --servers "$dir/servers" --name "peers$tag") \
-  > "$dir/platform.log" 2>&1 || { echo "peers: platform up failed" >&2; tail -3 "$dir/platform.log" >&2; }
+leg_prepare "$dir" "$commit" || exit 1
+echo "== $tag: $commit $(git -C "$repo" rev-parse --short "$commit") servers $(date -u +%T) load $(leg_load)"
+leg_up "$dir" "$host" "peers$tag" || { leg_down "$dir"; exit 1; }
 redis=$(sed -n 's/^TICKWHEEL_REDIS=\(redis:\/\/[^/]*\).*/\1/p' "$dir/platform/.stack/env")  # the servers' Redis
 sleep 20
 export TICKWHEEL_ENV_FILE=$dir/platform/.stack/env
-echo "== warm-up $(date -u +%T) load $(load)"
+echo "== warm-up $(date -u +%T) load $(leg_load)"
 (cd "$dir/platform" && "$py" -m benchmarks.sustained --idle 0 --warmup "${WARMUP:-60}" --rates 300 --seconds 30 \
    --keep-going) > "$dir/warmup.log" 2>&1 || echo "peers: the warm-up failed" >&2
 for rate in "$@"; do
   runs=$((rate * window)) tenants=$(((rate + 99) / 100))
   common=(--runs "$runs" --window "$window" --lead 10 --ahead 5 --drain 45 --tenants "$tenants")
-  echo "== rate $rate: tickwheel, Celery, APScheduler $(date -u +%T) load $(load)"
+  echo "== rate $rate: tickwheel, Celery, APScheduler $(date -u +%T) load $(leg_load)"
   (cd "$dir/platform" && TWBENCH_CELERY_BROKER=$redis/1 "$py" -m benchmarks.peers.compare "${common[@]}" \
      --systems tickwheel,celery,apscheduler --json "$dir/compare-$rate.json") > "$dir/compare-$rate.log" 2>&1 \
     || echo "peers: compare at $rate failed" >&2
-  echo "== rate $rate: arq $(date -u +%T) load $(load)"
+  echo "== rate $rate: arq $(date -u +%T) load $(leg_load)"
   (cd "$dir/platform" && TWBENCH_ARQ_REDIS=$redis/2 "$venv/bin/python" -m benchmarks.peers.arq_bench "${common[@]}" \
      --json "$dir/arq-$rate.json") > "$dir/arq-$rate.log" 2>&1 || echo "peers: arq at $rate failed" >&2
   grep -h "delivered" "$dir/compare-$rate.log" "$dir/arq-$rate.log" | cut -c1-400
 done
-echo "== down $(date -u +%T) load $(load)"
-(cd "$dir/platform" && "$py" -m benchmarks.private_platform down) >> "$dir/platform.log" 2>&1 || true
-(cd "$dir/code" && "$py" -m tickwheel.cli stack down --nodes 1 --dir "$dir/servers") >> "$dir/stack.log" 2>&1 || true
+echo "== down $(date -u +%T) load $(leg_load)"
+leg_down "$dir"
