@@ -80,8 +80,8 @@ def memtable_heap_mib(heap_mib: int) -> int:
 # two flush writers: a third of it, 85 MiB on the 1 GiB heap) flushed system.paxos every ~50 s at 300 runs/s, each
 # flush merged with all the Paxos state kept (up to PAXOS_STATE_S of it, ~90 MiB in 10 minutes): 12 compactions of
 # 3-10 s in ten minutes, each taking a core from a 2-core box (the worst lag windows). 3/8 of the heap and one
-# flush writer (half of it: 192 MiB) flush 2.25x as much each time: half the compactions, Cassandra 0.92x per run
-# (BENCHMARKS.md "Larger memtable flushes", session 26). A flush of 200 MiB takes well under a second on one writer.
+# flush writer (half of it: 192 MiB) flush 2.25x as much each time: half the compactions, compaction 0.4x and
+# Cassandra 0.94-0.97x per run (BENCHMARKS.md "Larger memtable flushes", session 26). A flush takes ~1 s on one writer.
 MEMTABLE_OFFHEAP_MIB = 512
 
 _COMMON_YAML = f"""\
