@@ -41,7 +41,8 @@ Spawn = Callable[[Coroutine[Any, Any, Any], str], "asyncio.Task[Any]"]
 
 
 class Firing:
-    """Sends the wheel's due rows (each in its own task, started through `spawn` so the engine can stop them)."""
+    """Sends the wheel's due rows, a window of sends per lane (each send a task started through `spawn`, so the
+    engine can stop them)."""
 
     def __init__(
         self,

@@ -28,7 +28,6 @@ HEAP = f"{HEAP_MIB}m"
 # A node of a cluster of several: three of them and the platform share a 2-core box with other work. A cluster of
 # one (`--nodes 1`, the benchmarks' private servers) has the single stack's heap.
 NODE_HEAP_MIB = 640
-NODE_HEAP = f"{NODE_HEAP_MIB}m"
 CLUSTER_NATIVE_PORT = 29042
 CLUSTER_STORAGE_PORT = 27000
 
