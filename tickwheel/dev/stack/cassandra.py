@@ -60,8 +60,8 @@ memtable_heap_space: {memtable_heap_mib(heap_mib)}MiB
 
 def memtable_heap_mib(heap_mib: int) -> int:
     """The memtables' share of a `heap_mib` heap: 3/8 of it (Cassandra's default is a quarter), flushed from half
-    of it (`memtable_flush_writers: 1`), so each flush is 2.25x what it was and system.paxos is rewritten less
-    than half as often (see MEMTABLE_OFFHEAP_MIB)."""
+    of it (`memtable_flush_writers: 1`): flushes up to 2.25x the defaults' and system.paxos rewritten about half as
+    often (see MEMTABLE_OFFHEAP_MIB)."""
     return heap_mib * 3 // 8
 
 
@@ -73,9 +73,9 @@ def memtable_heap_mib(heap_mib: int) -> int:
 # system.paxos write (~4x its serialized size): at 237 runs/s a flush every ~12 s of 3.3 MiB, 78 % of the node's
 # compaction in bytes (BENCHMARKS.md "Cassandra's compaction and GC per run"). A trie with off-heap cells takes ~100
 # bytes of heap per write, so a flush holds 4x the writes and the state is rewritten a quarter as often; the cells
-# are no longer the collector's to copy. Side by side: compaction 0.25x, GC 0.30x per run. The heap's share still
-# triggers the flushes, the off-heap space is room above it: the memtable cleaner flushes the largest memtable when
-# the memtables hold 1 / (1 + memtable_flush_writers) of their share. Cassandra's defaults (a quarter of the heap,
+# are no longer the collector's to copy. Side by side: compaction 0.25x, GC 0.30x per run. The memtable cleaner
+# flushes the largest memtable when the memtables hold 1 / (1 + memtable_flush_writers) of their heap share or of
+# the off-heap space, whichever comes first (with the share below, the two come about together at 300 runs/s). Cassandra's defaults (a quarter of the heap,
 # two flush writers: a third of it, 85 MiB on the 1 GiB heap) flushed system.paxos every ~50 s at 300 runs/s, each
 # flush merged with all the Paxos state kept (up to PAXOS_STATE_S of it, ~90 MiB in 10 minutes): 12 compactions of
 # 3-10 s in ten minutes, each taking a core from a 2-core box (the worst lag windows). 3/8 of the heap and one
