@@ -75,8 +75,9 @@ def memtable_heap_mib(heap_mib: int) -> int:
 # bytes of heap per write, so a flush holds 4x the writes and the state is rewritten a quarter as often; the cells
 # are no longer the collector's to copy. Side by side: compaction 0.25x, GC 0.30x per run. The memtable cleaner
 # flushes the largest memtable when the memtables hold 1 / (1 + memtable_flush_writers) of their heap share or of
-# the off-heap space, whichever comes first (with the share below, the two come about together at 300 runs/s). Cassandra's defaults (a quarter of the heap,
-# two flush writers: a third of it, 85 MiB on the 1 GiB heap) flushed system.paxos every ~50 s at 300 runs/s, each
+# the off-heap space, whichever comes first (with the share below, the two come about together at 300 runs/s).
+# Cassandra's defaults (a quarter of the heap, two flush writers: a third of it, 85 MiB on the 1 GiB heap) flushed
+# system.paxos every ~50 s at 300 runs/s, each
 # flush merged with all the Paxos state kept (up to PAXOS_STATE_S of it, ~90 MiB in 10 minutes): 12 compactions of
 # 3-10 s in ten minutes, each taking a core from a 2-core box (the worst lag windows). 3/8 of the heap and one
 # flush writer (half of it: 192 MiB) flush 2.25x as much each time: half the compactions, compaction 0.4x and
