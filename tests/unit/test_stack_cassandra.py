@@ -95,3 +95,15 @@ def test_every_stack_node_runs_as_many_requests_at_once_as_two_cores_can() -> No
         conf = yaml_parser.safe_load(text)
         concurrency = [conf[k] for k in ("concurrent_reads", "concurrent_writes", "concurrent_counter_writes")]
         assert concurrency == [8, 8, 8] and conf["native_transport_max_threads"] == 16
+
+
+def test_every_stack_node_spreads_its_merges_and_empties_its_old_generation_concurrently(tmp_path: Path) -> None:
+    """A merge of system.paxos unthrottled took a core for seconds, and the throughput collector stopped the node
+    for each old-generation collection: the start lag's worst windows (BENCHMARKS.md "G1 and the compaction
+    throttle")."""
+    node = cassandra.node_spec(["127.0.0.4"], 0)
+    for text in (cassandra._YAML, node.prepare.keywords["yaml"]):  # type: ignore[attr-defined]
+        assert yaml_parser.safe_load(text)["compaction_throughput"] == "8MiB/s"
+    argv = cassandra.command(tmp_path)
+    assert "-XX:+UseG1GC" in argv and "-XX:+UseTransparentHugePages" in argv
+    assert not any(flag in argv for flag in ("-XX:+UseParallelGC", "-XX:+UseSerialGC"))

@@ -83,6 +83,12 @@ def memtable_heap_mib(heap_mib: int) -> int:
 # flush writer (half of it: 192 MiB) flush 2.25x as much each time: half the compactions, compaction 0.4x and
 # Cassandra 0.94-0.97x per run (BENCHMARKS.md "Larger memtable flushes", session 26). A flush takes ~1 s on one writer.
 MEMTABLE_OFFHEAP_MIB = 512
+# Compaction throttled (Cassandra's default is 64 MiB/s; the stack ran it unthrottled, 0, until session 26): a merge
+# of system.paxos's flush with the Paxos state kept (up to ~90 MiB) took a whole core for 3-10 s, the start lag's
+# worst windows on a 2-core box (BENCHMARKS.md "Larger memtable flushes"); at 8 MiB/s the same merge spreads over
+# ~10 s at a fraction of a core. What the node compacts at 300 runs/s is a fraction of that rate, and at the
+# 100,000-run peak it keeps up (BENCHMARKS.md "G1 and the compaction throttle").
+COMPACTION_MIB_S = 8
 
 _COMMON_YAML = f"""\
 commitlog_sync: periodic
@@ -98,7 +104,7 @@ concurrent_reads: 8
 concurrent_writes: 8
 concurrent_counter_writes: 8
 native_transport_max_threads: 16
-compaction_throughput: 0MiB/s
+compaction_throughput: {COMPACTION_MIB_S}MiB/s
 memtable:
   configurations:
     skiplist:
@@ -206,18 +212,24 @@ _JPMS = [
     ),
 ]
 
-# The throughput collector, not G1: on this small heap (the memtables' cells are off the heap) its young pauses are
-# as short, and the request stages ran at 0.92x the CPU per run without G1's write barriers and refinement
-# threads; its full collections stop the node (0.3-0.6 s every ~5 minutes at 300 runs/s: the flushed memtables'
-# heap part, which no young-generation setting keeps young). The heap on transparent huge pages (asked for with
-# madvise, the mode Debian's kernel defaults to; where they are off the JVM warns and goes on): in a VM every TLB
-# miss walks two page tables, and the node ran at 0.94x with them (BENCHMARKS.md "The JVMs' collectors and huge
-# pages"). With the huge pages G1 measured level (session 24, BENCHMARKS.md "Ten minutes at 300 runs/s on main, G1
-# with huge pages, and the peers again"): it is the alternative if a soak shows the full collections. Production
-# keeps G1 (docs/deploy.md).
+# G1 (upstream's flags of the cassandra-5.0 branch before session 23) with the heap on transparent huge pages
+# (asked for with madvise, the mode Debian's kernel defaults to; where they are off the JVM warns and goes on): in
+# a VM every TLB miss walks two page tables, and the node ran at 0.94x with them (BENCHMARKS.md "The JVMs'
+# collectors and huge pages"). The throughput collector (ParallelGC, the stack's from session 23 to 26) cost the
+# same with the huge pages, but stopped the node for each old-generation collection: the memtables' heap part,
+# which the young collections promote and which dies minutes later in the old generation. With the larger memtable
+# share (`memtable_heap_mib`) that was two stops of 0.38-0.67 s in every ten minutes at 300 runs/s, the worst
+# windows of the start lag; G1 empties the old generation concurrently: no pause of 200 ms in ten minutes, the
+# node's CPU per run level (BENCHMARKS.md "G1 and the compaction throttle", session 27). Production keeps G1 too
+# (docs/deploy.md).
 _JVM = [
     "-Xss256k",
-    "-XX:+UseParallelGC",
+    "-XX:+UseG1GC",
+    "-XX:+ParallelRefProcEnabled",
+    "-XX:MaxTenuringThreshold=1",
+    "-XX:G1HeapRegionSize=16m",
+    "-XX:MaxGCPauseMillis=300",
+    "-XX:InitiatingHeapOccupancyPercent=70",
     "-XX:+UseTransparentHugePages",
     "-XX:+ExitOnOutOfMemoryError",
     "-Djdk.attach.allowAttachSelf=true",
