@@ -32,7 +32,7 @@ for leg in "$@"; do
   leg_prepare "$dir" "$commit"
   echo "$leg $(git -C "$leg_repo" rev-parse --short "$commit")" > "$dir/leg"
   echo "== $tag-$n: $leg ($(date -u +%T), load $(leg_load))"
-  leg_up "$dir" "$host" "$tag$n" ${sets[@]+"${sets[@]}"} || { leg_down "$dir"; exit 1; }
+  leg_up "$dir" "$host" "$tag$n" ${sets[@]+"${sets[@]}"} || exit 1
   sleep 20
   (cd "$dir/platform" && TICKWHEEL_ENV_FILE=$dir/platform/.stack/env "$leg_py" -m benchmarks.sustained --idle 0 \
      --warmup "$warmup" --rates "$rate" --seconds "$seconds" --keep-going) > "$dir/leg.log" 2>&1 \

@@ -3,7 +3,8 @@
 #
 #   source "$(dirname "$0")/leg.sh"
 #   leg_prepare DIR COMMIT          a fresh DIR: code/ (the commit's tree, exported as PYTHONPATH), servers/, platform/
-#   leg_up DIR HOST NAME [ARG...]   servers on HOST from the leg's code, then the platform (ARGs: `private_platform up`)
+#   leg_up DIR HOST NAME [ARG...]   servers on HOST from the leg's code, then the platform (ARGs: `private_platform up`):
+#                                   if either fails, whatever came up goes down again and it returns 1
 #   leg_down DIR                    the platform, then the servers (whatever came up)
 #   leg_load                        the load average, for the log lines
 
@@ -26,9 +27,15 @@ leg_up() {
   local dir=$1 host=$2 name=$3
   shift 3
   (cd "$dir/code" && "$leg_py" -m tickwheel.cli stack up --nodes 1 --hosts "$host" --dir "$dir/servers") \
-    > "$dir/stack.log" 2>&1 || { echo "stack up failed:" >&2; tail -3 "$dir/stack.log" >&2; return 1; }
+    > "$dir/stack.log" 2>&1 || { _leg_failed "$dir" stack; return 1; }
   (cd "$dir/platform" && "$leg_py" -m benchmarks.private_platform up --servers "$dir/servers" --name "$name" "$@") \
-    > "$dir/platform.log" 2>&1 || { echo "platform up failed:" >&2; tail -3 "$dir/platform.log" >&2; return 1; }
+    > "$dir/platform.log" 2>&1 || { _leg_failed "$dir" platform; return 1; }
+}
+
+_leg_failed() {  # DIR WHAT: WHAT's log tail, then down with whatever came up
+  echo "$2 up failed:" >&2
+  tail -3 "$1/$2.log" >&2
+  leg_down "$1"
 }
 
 leg_down() {

@@ -20,7 +20,7 @@ host=${PEAK_HOST:-127.0.0.13}
 create_rate=400  # the instant is set runs/create_rate + 15 s after the start: every create lands before it
 leg_prepare "$dir" "$commit" || exit 1
 echo "== $tag: $commit $(git -C "$repo" rev-parse --short "$commit") servers $(date -u +%T) load $(leg_load)"
-leg_up "$dir" "$host" "peak$tag" --urgent-worker --set TICKWHEEL_API_REQUESTS_PER_S=2000 || { leg_down "$dir"; exit 1; }
+leg_up "$dir" "$host" "peak$tag" --urgent-worker --set TICKWHEEL_API_REQUESTS_PER_S=2000 || exit 1
 ready() { grep -o "^$1: ready, pid [0-9]*.*" "$dir/platform.log"; }
 pid_of() { ready "$1" | sed 's/.*pid \([0-9]*\).*/\1/'; }
 metrics_of() {

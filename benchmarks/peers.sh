@@ -26,7 +26,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 leg_prepare "$dir" "$commit" || exit 1
 echo "== $tag: $commit $(git -C "$repo" rev-parse --short "$commit") servers $(date -u +%T) load $(leg_load)"
-leg_up "$dir" "$host" "peers$tag" || { leg_down "$dir"; exit 1; }
+leg_up "$dir" "$host" "peers$tag" || exit 1
 redis=$(sed -n 's/^TICKWHEEL_REDIS=\(redis:\/\/[^/]*\).*/\1/p' "$dir/platform/.stack/env")  # the servers' Redis
 sleep 20
 export TICKWHEEL_ENV_FILE=$dir/platform/.stack/env
