@@ -10,7 +10,8 @@
 #
 # Each leg's output lands in $ABBA_DIR/TAG-N/ (default /tmp/abba): the code, the servers, leg.log and the
 # sustained step's JSON (code/benchmarks/results/); `python -m benchmarks.abba_rows $ABBA_DIR/TAG-*` prints the
-# table. The servers listen on $ABBA_HOST (default 127.0.0.14), so the dev stack on 127.0.0.1 may stay up (idle).
+# table. The servers listen on $ABBA_HOST (default 127.0.0.14), so the dev stack on 127.0.0.1 may stay up (idle);
+# $ABBA_TENANTS (default 4) tenants share the jobs.
 set -euo pipefail
 [ $# -ge 5 ] || { sed -n 2,12p "$0"; exit 2; }
 tag=$1 rate=$2 seconds=$3 warmup=$4
@@ -18,6 +19,9 @@ shift 4
 source "$(dirname "$0")/leg.sh"
 out=${ABBA_DIR:-/tmp/abba}
 host=${ABBA_HOST:-127.0.0.14}
+# Each tenant may hold 100,000 jobs (the platform's default quota) and a delivered one-off job is kept: warm-up and
+# step must fit, e.g. 600 runs/s for 180 + 600 s is 468,000 jobs, refused past 400,000 with 4 tenants.
+tenants=${ABBA_TENANTS:-4}
 
 n=0
 for leg in "$@"; do
@@ -35,7 +39,7 @@ for leg in "$@"; do
   leg_up "$dir" "$host" "$tag$n" ${sets[@]+"${sets[@]}"} || exit 1
   sleep 20
   (cd "$dir/platform" && TICKWHEEL_ENV_FILE=$dir/platform/.stack/env "$leg_py" -m benchmarks.sustained --idle 0 \
-     --warmup "$warmup" --rates "$rate" --seconds "$seconds" --keep-going) > "$dir/leg.log" 2>&1 \
+     --warmup "$warmup" --rates "$rate" --seconds "$seconds" --tenants "$tenants" --keep-going) > "$dir/leg.log" 2>&1 \
     || echo "abba: $tag-$n: sustained failed" >&2
   leg_down "$dir"
   tail -4 "$dir/leg.log"
