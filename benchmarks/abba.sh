@@ -13,7 +13,7 @@
 # table. The servers listen on $ABBA_HOST (default 127.0.0.14), so the dev stack on 127.0.0.1 may stay up (idle);
 # $ABBA_TENANTS (default 4) tenants share the jobs.
 set -euo pipefail
-[ $# -ge 5 ] || { sed -n 2,12p "$0"; exit 2; }
+[ $# -ge 5 ] || { sed -n 2,14p "$0"; exit 2; }
 tag=$1 rate=$2 seconds=$3 warmup=$4
 shift 4
 source "$(dirname "$0")/leg.sh"
