@@ -3,8 +3,8 @@
 #
 #   source "$(dirname "$0")/leg.sh"
 #   leg_prepare DIR COMMIT          a fresh DIR: code/ (the commit's tree, exported as PYTHONPATH), servers/, platform/
-#   leg_up DIR HOST NAME [ARG...]   servers on HOST from the leg's code, then the platform (ARGs: `private_platform up`):
-#                                   if either fails, whatever came up goes down again and it returns 1
+#   leg_up DIR HOST NAME [ARG...]   servers on HOST from the leg's code, then the platform (ARGs: `private_platform
+#                                   up`); if either fails, whatever came up goes down again and it returns 1
 #   leg_down DIR                    the platform, then the servers (whatever came up)
 #   leg_load                        the load average, for the log lines
 

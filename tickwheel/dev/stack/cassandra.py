@@ -77,11 +77,11 @@ def memtable_heap_mib(heap_mib: int) -> int:
 # flushes the largest memtable when the memtables hold 1 / (1 + memtable_flush_writers) of their heap share or of
 # the off-heap space, whichever comes first (with the share below, the two come about together at 300 runs/s).
 # Cassandra's defaults (a quarter of the heap, two flush writers: a third of it, 85 MiB on the 1 GiB heap) flushed
-# system.paxos every ~50 s at 300 runs/s, each
-# flush merged with all the Paxos state kept (up to PAXOS_STATE_S of it, ~90 MiB in 10 minutes): 12 compactions of
-# 3-10 s in ten minutes, each taking a core from a 2-core box (the worst lag windows). 3/8 of the heap and one
-# flush writer (half of it: 192 MiB) flush 2.25x as much each time: half the compactions, compaction 0.4x and
-# Cassandra 0.94-0.97x per run (BENCHMARKS.md "Larger memtable flushes", session 26). A flush takes ~1 s on one writer.
+# system.paxos every ~50 s at 300 runs/s, each flush merged with all the Paxos state kept (up to PAXOS_STATE_S of
+# it, ~90 MiB in 10 minutes): 12 compactions of 3-10 s in ten minutes, each taking a core from a 2-core box (the
+# worst lag windows). 3/8 of the heap and one flush writer (half of it: 192 MiB) flush 2.25x as much each time: half
+# the compactions, compaction 0.4x and Cassandra 0.94-0.97x per run (BENCHMARKS.md "Larger memtable flushes",
+# session 26). A flush takes ~1 s on one writer.
 MEMTABLE_OFFHEAP_MIB = 512
 # Compaction throttled (Cassandra's default is 64 MiB/s; the stack ran it unthrottled, 0, until session 26): a merge
 # of system.paxos's flush with the Paxos state kept (up to ~90 MiB) took a whole core for 3-10 s, the start lag's
